@@ -1,0 +1,55 @@
+//! Trap page generation speed on one core: an 8 KB page from the embedded corpus.
+//!
+//! `cargo bench --bench generator` reports time per page and MB/s; pages/s is 1 / time.
+
+use std::hint::black_box;
+
+use criterion::{Criterion, Throughput, criterion_group, criterion_main};
+use quagmire::corpus;
+use quagmire::generator::markov::Chain;
+use quagmire::generator::{Generator, PageSettings};
+use quagmire::trap_url::TrapUrls;
+
+fn generator(bytes: usize) -> Generator {
+    let chain = Chain::train(&corpus::embedded(), 2).expect("the embedded corpus trains");
+    let settings = PageSettings { min_bytes: bytes, max_bytes: bytes, min_links: 8, max_links: 15 };
+    Generator::new(chain, TrapUrls::new(b"bench secret"), settings, b"bench secret")
+}
+
+fn pages(c: &mut Criterion) {
+    let generator = generator(8192);
+    let sample = generator.page("example.org", "/sample");
+    let mut group = c.benchmark_group("page");
+    group.throughput(Throughput::Bytes(sample.len() as u64));
+    let mut out = String::with_capacity(16 * 1024);
+    let mut n = 0u64;
+    group.bench_function("8KB", |b| {
+        b.iter(|| {
+            n += 1;
+            out.clear();
+            // Distinct paths, as a crawler would ask for; reusing the buffer isolates generation.
+            let path =
+                if n.is_multiple_of(2) { "/archive/2019/05/quiet-harbor" } else { "/blog/letters-home" };
+            generator.write_page(&mut out, black_box("example.org"), black_box(path));
+            black_box(out.len())
+        })
+    });
+    group.finish();
+
+    c.bench_function("trap_url/is_trap", |b| {
+        let urls = generator.trap_urls();
+        b.iter(|| urls.is_trap(black_box("/archive/2019/05/quiet-harbor-letters-winter-garden")))
+    });
+}
+
+fn training(c: &mut Criterion) {
+    let text = corpus::embedded();
+    let mut group = c.benchmark_group("startup");
+    group.sample_size(10);
+    group.bench_function("train_embedded_corpus", |b| b.iter(|| Chain::train(black_box(&text), 2).unwrap()));
+    group.bench_function("decompress_embedded_corpus", |b| b.iter(corpus::embedded));
+    group.finish();
+}
+
+criterion_group!(benches, pages, training);
+criterion_main!(benches);

@@ -1,0 +1,59 @@
+//! The assembled service: every component built from a [`Config`] before any port is bound.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use tokio::sync::Semaphore;
+
+use crate::config::{Config, DripConfig};
+use crate::corpus::{self, CorpusError};
+use crate::generator::Generator;
+use crate::generator::markov::{Chain, ChainError};
+use crate::secret::Secret;
+use crate::trap_url::TrapUrls;
+
+/// Everything the handlers share, built once.
+pub struct App {
+    /// The settings it was built from.
+    pub config: Config,
+    /// The trap page generator (and, through it, the trap-URL check).
+    pub generator: Generator,
+    /// Permits for pages that drip; when none is left, pages go out whole.
+    pub drip_slots: Arc<Semaphore>,
+}
+
+/// A component that could not be built from the config.
+#[derive(Debug, thiserror::Error)]
+pub enum BuildError {
+    /// The corpus could not be read.
+    #[error(transparent)]
+    Corpus(#[from] CorpusError),
+    /// The corpus cannot train a chain.
+    #[error("cannot train the Markov model: {0}")]
+    Chain(#[from] ChainError),
+}
+
+impl App {
+    /// Reads the corpus and trains the model: the slow part of startup.
+    pub fn build(config: Config, secret: &Secret) -> Result<App, BuildError> {
+        let started = Instant::now();
+        let text = corpus::load(config.corpus.embedded, &config.corpus.paths)?;
+        let chain = Chain::train(&text, config.corpus.order)?;
+        drop(text);
+        tracing::info!(
+            words = chain.len(),
+            vocabulary = chain.vocabulary_len(),
+            model_bytes = chain.heap_bytes(),
+            elapsed_ms = started.elapsed().as_millis() as u64,
+            "trained the Markov model"
+        );
+        let urls = TrapUrls::new(secret.as_bytes());
+        let generator = Generator::new(chain, urls, config.trap.page.clone(), secret.as_bytes());
+        let drip_slots = Arc::new(Semaphore::new(drip_capacity(&config.trap.drip)));
+        Ok(App { config, generator, drip_slots })
+    }
+}
+
+fn drip_capacity(drip: &DripConfig) -> usize {
+    if drip.enabled { drip.max_connections.min(Semaphore::MAX_PERMITS) } else { 0 }
+}

@@ -1,0 +1,120 @@
+//! Configuration: the validated, typed settings and the one place their defaults live.
+//!
+//! Loading has two phases. [`kdl`] turns a KDL document into changes on a [`Config`], reporting
+//! any problem with the file, line and column; the defaults are themselves the embedded
+//! `default.kdl` applied to nothing. Nothing reads KDL after startup.
+
+mod kdl;
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+pub use self::kdl::{ConfigError, Problem};
+use crate::generator::PageSettings;
+
+/// The embedded default configuration, which documents every key.
+pub const DEFAULT_KDL: &str = include_str!("config/default.kdl");
+
+/// Every setting, validated.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Config {
+    /// Verdict listener address.
+    pub listen: SocketAddr,
+    /// Secret for trap pages and URLs, if configured (the environment may still supply one).
+    pub secret: Option<String>,
+    /// Log line format.
+    pub log_format: LogFormat,
+    /// The trap listener and its pages.
+    pub trap: TrapConfig,
+    /// What the Markov model learns from.
+    pub corpus: CorpusConfig,
+}
+
+/// Log line format.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LogFormat {
+    /// Human-readable lines.
+    Text,
+    /// One JSON object per line.
+    Json,
+}
+
+/// The trap listener and its pages.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TrapConfig {
+    /// Trap listener address.
+    pub listen: SocketAddr,
+    /// Page size and link count.
+    pub page: PageSettings,
+    /// Slow drip of pages.
+    pub drip: DripConfig,
+}
+
+/// Slow drip (tarpit) of trap pages.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DripConfig {
+    /// Whether pages drip at all.
+    pub enabled: bool,
+    /// Send rate per connection.
+    pub bytes_per_second: u32,
+    /// Bytes per chunk; chunks are spaced to keep the rate.
+    pub chunk_bytes: usize,
+    /// Pages dripping at once, at most; past this, pages are sent whole.
+    pub max_connections: usize,
+}
+
+/// What the Markov model learns from.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CorpusConfig {
+    /// Markov order (words of context).
+    pub order: usize,
+    /// Include the embedded default corpus.
+    pub embedded: bool,
+    /// Further files or folders, resolved against the config file's folder.
+    pub paths: Vec<PathBuf>,
+}
+
+impl Config {
+    /// The embedded default configuration.
+    pub fn embedded() -> Config {
+        kdl::apply(Config::empty(), "<embedded default.kdl>", DEFAULT_KDL, Path::new("."))
+            .expect("the embedded default config is valid (tested)")
+    }
+
+    /// The defaults with the file at `path` applied, or the defaults alone.
+    pub fn load(path: Option<&Path>) -> Result<Config, ConfigError> {
+        let Some(path) = path else {
+            return Ok(Config::embedded());
+        };
+        let text = std::fs::read_to_string(path)
+            .map_err(|source| ConfigError::Read { path: path.into(), source: Arc::new(source) })?;
+        Config::parse(&path.display().to_string(), &text, path.parent().unwrap_or(Path::new(".")))
+    }
+
+    /// The defaults with the KDL `text` applied; `name` labels errors and relative paths resolve
+    /// against `base`.
+    pub fn parse(name: &str, text: &str, base: &Path) -> Result<Config, ConfigError> {
+        kdl::apply(Config::embedded(), name, text, base)
+    }
+
+    /// The starting point before the embedded defaults are applied; every field is overwritten
+    /// by `default.kdl`, which a test checks.
+    fn empty() -> Config {
+        let unspecified = SocketAddr::from(([0, 0, 0, 0], 0));
+        Config {
+            listen: unspecified,
+            secret: None,
+            log_format: LogFormat::Text,
+            trap: TrapConfig {
+                listen: unspecified,
+                page: PageSettings { min_bytes: 0, max_bytes: 0, min_links: 0, max_links: 0 },
+                drip: DripConfig { enabled: false, bytes_per_second: 0, chunk_bytes: 0, max_connections: 0 },
+            },
+            corpus: CorpusConfig { order: 0, embedded: false, paths: Vec::new() },
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

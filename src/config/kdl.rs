@@ -1,0 +1,381 @@
+//! KDL document → changes on a [`Config`], with every problem pointing at its file, line and
+//! column. Unknown keys are errors, with a suggestion when a known key is close.
+
+use std::io;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use kdl::{KdlDocument, KdlEntry, KdlNode, KdlValue};
+use miette::{NamedSource, SourceSpan};
+
+use super::{Config, LogFormat};
+
+/// A config file that cannot be used.
+#[derive(Debug, thiserror::Error, miette::Diagnostic)]
+pub enum ConfigError {
+    /// The file could not be read.
+    #[error("cannot read config file {path}")]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// What went wrong.
+        #[source]
+        source: Arc<io::Error>,
+    },
+    /// The file is not valid KDL.
+    #[error("{name} is not valid KDL (quagmire reads KDL v2: strings in quotes, #true/#false)")]
+    Syntax {
+        /// The file's name.
+        name: String,
+        /// Each syntax problem found.
+        #[related]
+        problems: Vec<Problem>,
+    },
+    /// The file is KDL but a key or value is wrong.
+    #[error(transparent)]
+    #[diagnostic(transparent)]
+    Invalid(Box<Problem>),
+}
+
+/// One problem at one place in a config file.
+#[derive(Debug, thiserror::Error, miette::Diagnostic)]
+#[error("{message}")]
+pub struct Problem {
+    message: String,
+    #[source_code]
+    source_code: NamedSource<Arc<String>>,
+    #[label("{label}")]
+    span: SourceSpan,
+    label: String,
+    #[help]
+    help: Option<String>,
+}
+
+impl Problem {
+    /// What is wrong.
+    pub fn message(&self) -> &str {
+        &self.message
+    }
+
+    /// 1-based line and column of the problem.
+    pub fn line_column(&self) -> (usize, usize) {
+        let text = self.source_code.inner();
+        let offset = self.span.offset().min(text.len());
+        let before = &text[..offset];
+        let line = before.matches('\n').count() + 1;
+        let column = before.len() - before.rfind('\n').map_or(0, |i| i + 1) + 1;
+        (line, column)
+    }
+}
+
+/// Applies the KDL `text` (named `name` in errors) onto `config`.
+pub(super) fn apply(config: Config, name: &str, text: &str, base: &Path) -> Result<Config, ConfigError> {
+    let source = Arc::new(text.to_string());
+    let document: KdlDocument = text.parse().map_err(|error: kdl::KdlError| ConfigError::Syntax {
+        name: name.to_string(),
+        problems: error
+            .diagnostics
+            .into_iter()
+            .map(|diagnostic| Problem {
+                message: diagnostic.message.unwrap_or_else(|| "invalid KDL".into()),
+                source_code: NamedSource::new(name, source.clone()),
+                span: diagnostic.span,
+                label: diagnostic.label.unwrap_or_else(|| "here".into()),
+                help: diagnostic.help,
+            })
+            .collect(),
+    })?;
+    let mut reader = Reader { name, source, base, config };
+    reader.top(&document).map_err(ConfigError::Invalid)?;
+    Ok(reader.config)
+}
+
+/// A check's result; problems are boxed because they carry the whole source.
+type Checked<T> = Result<T, Box<Problem>>;
+
+/// Walks one document, knowing which keys each block accepts.
+struct Reader<'a> {
+    name: &'a str,
+    source: Arc<String>,
+    base: &'a Path,
+    config: Config,
+}
+
+const TOP_KEYS: &[&str] = &["listen", "secret", "log-format", "trap", "corpus"];
+const TRAP_KEYS: &[&str] = &["listen", "page-bytes", "links", "drip"];
+const DRIP_KEYS: &[&str] = &["enabled", "bytes-per-second", "chunk-bytes", "max-connections"];
+const CORPUS_KEYS: &[&str] = &["order", "embedded", "path"];
+
+impl Reader<'_> {
+    fn top(&mut self, document: &KdlDocument) -> Checked<()> {
+        for node in document.nodes() {
+            match node.name().value() {
+                "listen" => self.config.listen = self.address(node)?,
+                "secret" => {
+                    let secret = self.string(node)?;
+                    if secret.len() < 16 {
+                        return Err(self.problem(
+                            self.argument(node)?.span(),
+                            "the secret is too short",
+                            "fewer than 16 bytes",
+                            Some(
+                                "use a long random string, e.g. the output of `openssl rand -hex 32`".into(),
+                            ),
+                        ));
+                    }
+                    self.config.secret = Some(secret);
+                }
+                "log-format" => {
+                    self.config.log_format = match self.string(node)?.as_str() {
+                        "text" => LogFormat::Text,
+                        "json" => LogFormat::Json,
+                        _ => {
+                            return Err(self.problem(
+                                self.argument(node)?.span(),
+                                "unknown log format",
+                                "expected \"text\" or \"json\"",
+                                None,
+                            ));
+                        }
+                    }
+                }
+                "trap" => {
+                    for child in self.children(node)? {
+                        self.trap(child)?;
+                    }
+                }
+                "corpus" => {
+                    for child in self.children(node)? {
+                        self.corpus(child)?;
+                    }
+                }
+                _ => return Err(self.unknown(node, "", TOP_KEYS)),
+            }
+        }
+        Ok(())
+    }
+
+    fn trap(&mut self, node: &KdlNode) -> Checked<()> {
+        match node.name().value() {
+            "listen" => self.config.trap.listen = self.address(node)?,
+            "page-bytes" => {
+                let (min, max) = self.range(node, 1024, 1 << 20)?;
+                self.config.trap.page.min_bytes = min;
+                self.config.trap.page.max_bytes = max;
+            }
+            "links" => {
+                let (min, max) = self.range(node, 0, 200)?;
+                self.config.trap.page.min_links = min;
+                self.config.trap.page.max_links = max;
+            }
+            "drip" => {
+                for child in self.children(node)? {
+                    match child.name().value() {
+                        "enabled" => self.config.trap.drip.enabled = self.boolean(child)?,
+                        "bytes-per-second" => {
+                            self.config.trap.drip.bytes_per_second = self.integer(child, 1, 1 << 30)? as u32;
+                        }
+                        "chunk-bytes" => {
+                            self.config.trap.drip.chunk_bytes = self.integer(child, 1, 1 << 20)?
+                        }
+                        "max-connections" => {
+                            self.config.trap.drip.max_connections = self.integer(child, 0, 1_000_000)?;
+                        }
+                        _ => return Err(self.unknown(child, "trap.drip", DRIP_KEYS)),
+                    }
+                }
+            }
+            _ => return Err(self.unknown(node, "trap", TRAP_KEYS)),
+        }
+        Ok(())
+    }
+
+    fn corpus(&mut self, node: &KdlNode) -> Checked<()> {
+        match node.name().value() {
+            "order" => self.config.corpus.order = self.integer(node, 2, 6)?,
+            "embedded" => self.config.corpus.embedded = self.boolean(node)?,
+            "path" => {
+                let path = PathBuf::from(self.string(node)?);
+                self.config.corpus.paths.push(self.base.join(path));
+            }
+            _ => return Err(self.unknown(node, "corpus", CORPUS_KEYS)),
+        }
+        Ok(())
+    }
+
+    fn children<'n>(&self, node: &'n KdlNode) -> Checked<&'n [KdlNode]> {
+        if let Some(entry) = node.entries().first() {
+            return Err(self.problem(
+                entry.span(),
+                format!("`{}` is a block and takes no values", node.name().value()),
+                "unexpected value",
+                Some(format!("write `{} {{ ... }}` with settings inside the braces", node.name().value())),
+            ));
+        }
+        Ok(node.children().map_or(&[], |children| children.nodes()))
+    }
+
+    /// The node's single positional value.
+    fn argument<'n>(&self, node: &'n KdlNode) -> Checked<&'n KdlEntry> {
+        let key = node.name().value();
+        if let Some(children) = node.children() {
+            return Err(self.problem(
+                children.span(),
+                format!("`{key}` takes a value, not a block"),
+                "unexpected block",
+                None,
+            ));
+        }
+        match node.entries() {
+            [entry] if entry.name().is_none() => Ok(entry),
+            [] => Err(self.problem(
+                node.name().span(),
+                format!("`{key}` needs a value"),
+                "no value given",
+                None,
+            )),
+            [first, second, ..] if first.name().is_none() => {
+                Err(self.problem(second.span(), format!("`{key}` takes one value"), "extra value", None))
+            }
+            [entry, ..] => Err(self.problem(
+                entry.span(),
+                format!("`{key}` takes a plain value, not a property"),
+                "unexpected property",
+                None,
+            )),
+        }
+    }
+
+    fn string(&self, node: &KdlNode) -> Checked<String> {
+        let entry = self.argument(node)?;
+        match entry.value() {
+            KdlValue::String(text) => Ok(text.clone()),
+            other => Err(self.wrong_type(entry, "a string in quotes", other)),
+        }
+    }
+
+    fn boolean(&self, node: &KdlNode) -> Checked<bool> {
+        let entry = self.argument(node)?;
+        match entry.value() {
+            KdlValue::Bool(value) => Ok(*value),
+            other => Err(self.wrong_type(entry, "#true or #false", other)),
+        }
+    }
+
+    fn integer(&self, node: &KdlNode, min: usize, max: usize) -> Checked<usize> {
+        self.integer_entry(self.argument(node)?, min, max)
+    }
+
+    fn integer_entry(&self, entry: &KdlEntry, min: usize, max: usize) -> Checked<usize> {
+        match entry.value() {
+            KdlValue::Integer(value) if (min as i128..=max as i128).contains(value) => Ok(*value as usize),
+            KdlValue::Integer(value) => Err(self.problem(
+                entry.span(),
+                format!("{value} is out of range"),
+                format!("expected {min} to {max}"),
+                None,
+            )),
+            other => Err(self.wrong_type(entry, "a whole number", other)),
+        }
+    }
+
+    fn address(&self, node: &KdlNode) -> Checked<SocketAddr> {
+        let text = self.string(node)?;
+        text.parse().map_err(|_| {
+            self.problem(
+                self.argument(node).map(KdlEntry::span).unwrap_or(node.span()),
+                format!("`{text}` is not a socket address"),
+                "expected IP:port",
+                Some("for example \"127.0.0.1:8420\" or \"[::1]:8420\"".into()),
+            )
+        })
+    }
+
+    /// A `min=N max=M` pair, both required, with `min <= max`.
+    fn range(&self, node: &KdlNode, low: usize, high: usize) -> Checked<(usize, usize)> {
+        let key = node.name().value();
+        let (mut min, mut max) = (None, None);
+        for entry in node.entries() {
+            match entry.name().map(|name| name.value()) {
+                Some("min") => min = Some((self.integer_entry(entry, low, high)?, entry)),
+                Some("max") => max = Some((self.integer_entry(entry, low, high)?, entry)),
+                _ => {
+                    return Err(self.problem(
+                        entry.span(),
+                        format!("`{key}` takes min= and max="),
+                        "unexpected value",
+                        Some(format!("for example `{key} min={low} max={high}`")),
+                    ));
+                }
+            }
+        }
+        match (min, max) {
+            (Some((min, _)), Some((max, max_entry))) if min > max => Err(self.problem(
+                max_entry.span(),
+                format!("`{key}` has max below min"),
+                format!("must be at least {min}"),
+                None,
+            )),
+            (Some((min, _)), Some((max, _))) => Ok((min, max)),
+            _ => Err(self.problem(
+                node.name().span(),
+                format!("`{key}` needs both min= and max="),
+                "incomplete range",
+                Some(format!("for example `{key} min={low} max={high}`")),
+            )),
+        }
+    }
+
+    fn wrong_type(&self, entry: &KdlEntry, expected: &str, found: &KdlValue) -> Box<Problem> {
+        let found = match found {
+            KdlValue::String(_) => "a string",
+            KdlValue::Integer(_) => "a whole number",
+            KdlValue::Float(_) => "a decimal number",
+            KdlValue::Bool(_) => "a boolean",
+            KdlValue::Null => "#null",
+        };
+        self.problem(
+            entry.span(),
+            format!("expected {expected}, found {found}"),
+            format!("expected {expected}"),
+            None,
+        )
+    }
+
+    fn unknown(&self, node: &KdlNode, block: &str, known: &[&str]) -> Box<Problem> {
+        let key = node.name().value();
+        let place = if block.is_empty() { "at the top level".to_string() } else { format!("in `{block}`") };
+        let closest = known
+            .iter()
+            .map(|candidate| (strsim::damerau_levenshtein(key, candidate), *candidate))
+            .min()
+            .filter(|(distance, candidate)| *distance <= 2.max(candidate.len() / 3));
+        let help = match closest {
+            Some((_, candidate)) => format!("did you mean `{candidate}`?"),
+            None => format!("known keys {place}: {}", known.join(", ")),
+        };
+        self.problem(
+            node.name().span(),
+            format!("unknown key `{key}` {place}"),
+            "not a known key",
+            Some(help),
+        )
+    }
+
+    fn problem(
+        &self,
+        span: SourceSpan,
+        message: impl Into<String>,
+        label: impl Into<String>,
+        help: Option<String>,
+    ) -> Box<Problem> {
+        Box::new(Problem {
+            message: message.into(),
+            source_code: NamedSource::new(self.name, self.source.clone()),
+            span,
+            label: label.into(),
+            help,
+        })
+    }
+}

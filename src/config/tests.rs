@@ -1,0 +1,108 @@
+use super::*;
+
+fn parse(text: &str) -> Result<Config, ConfigError> {
+    Config::parse("test.kdl", text, Path::new("/etc/quagmire"))
+}
+
+fn problem(text: &str) -> (String, (usize, usize), Option<String>) {
+    match parse(text).unwrap_err() {
+        ConfigError::Invalid(problem) => {
+            let help = miette::Diagnostic::help(&*problem).map(|help| help.to_string());
+            (problem.message().to_string(), problem.line_column(), help)
+        }
+        other => panic!("expected an invalid-value problem, got {other:?}"),
+    }
+}
+
+#[test]
+fn embedded_defaults_set_every_field() {
+    let config = Config::embedded();
+    assert_eq!(config.listen, "127.0.0.1:8420".parse().unwrap());
+    assert_eq!(config.secret, None);
+    assert_eq!(config.log_format, LogFormat::Text);
+    assert_eq!(config.trap.listen, "127.0.0.1:8421".parse().unwrap());
+    assert_eq!(
+        config.trap.page,
+        PageSettings { min_bytes: 4096, max_bytes: 12288, min_links: 8, max_links: 15 }
+    );
+    assert_eq!(
+        config.trap.drip,
+        DripConfig { enabled: false, bytes_per_second: 2048, chunk_bytes: 512, max_connections: 256 }
+    );
+    assert_eq!(config.corpus, CorpusConfig { order: 2, embedded: true, paths: vec![] });
+}
+
+#[test]
+fn a_file_changes_only_what_it_names() {
+    let config = parse(
+        r#"
+        listen "0.0.0.0:9000"
+        trap {
+            links min=2 max=4
+            drip { enabled #true; }
+        }
+        corpus {
+            path "books"
+            path "/abs/more.txt"
+        }
+        "#,
+    )
+    .unwrap();
+    let defaults = Config::embedded();
+    assert_eq!(config.listen, "0.0.0.0:9000".parse().unwrap());
+    assert_eq!((config.trap.page.min_links, config.trap.page.max_links), (2, 4));
+    assert_eq!(config.trap.page.min_bytes, defaults.trap.page.min_bytes);
+    assert!(config.trap.drip.enabled);
+    assert_eq!(config.trap.drip.bytes_per_second, defaults.trap.drip.bytes_per_second);
+    assert_eq!(
+        config.corpus.paths,
+        vec![PathBuf::from("/etc/quagmire/books"), PathBuf::from("/abs/more.txt")]
+    );
+}
+
+#[test]
+fn unknown_keys_name_the_place_and_suggest_a_close_key() {
+    let (message, at, help) = problem("trap {\n    lisen \"127.0.0.1:1\"\n}\n");
+    assert_eq!(message, "unknown key `lisen` in `trap`");
+    assert_eq!(at, (2, 5));
+    assert_eq!(help.as_deref(), Some("did you mean `listen`?"));
+
+    let (message, at, help) = problem("colour \"red\"\n");
+    assert_eq!(message, "unknown key `colour` at the top level");
+    assert_eq!(at, (1, 1));
+    assert!(help.unwrap().starts_with("known keys at the top level: listen"));
+}
+
+#[test]
+fn wrong_values_point_at_the_value() {
+    let (message, at, _) = problem("log-format \"text\"\nlisten \"localhost\"\n");
+    assert_eq!(message, "`localhost` is not a socket address");
+    assert_eq!(at, (2, 8));
+
+    let (message, at, _) = problem("trap {\n  page-bytes min=9000 max=5000\n}\n");
+    assert_eq!(message, "`page-bytes` has max below min");
+    assert_eq!(at, (2, 23));
+
+    let (message, _, _) = problem("corpus { order 9; }");
+    assert_eq!(message, "9 is out of range");
+
+    let (message, _, _) = problem("trap { drip { enabled \"yes\"; }; }");
+    assert_eq!(message, "expected #true or #false, found a string");
+
+    let (message, _, _) = problem("secret \"short\"");
+    assert_eq!(message, "the secret is too short");
+}
+
+#[test]
+fn syntax_errors_carry_kdl_diagnostics() {
+    let err = parse("trap {\n  listen \"127.0.0.1:1\n}\n").unwrap_err();
+    let ConfigError::Syntax { problems, .. } = err else { panic!("expected a syntax error") };
+    assert!(!problems.is_empty());
+    assert_eq!(problems[0].line_column().0, 2);
+}
+
+#[test]
+fn missing_files_are_named() {
+    let err = Config::load(Some(Path::new("/no/such/quagmire.kdl"))).unwrap_err();
+    assert!(err.to_string().contains("/no/such/quagmire.kdl"), "{err}");
+}

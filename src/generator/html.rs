@@ -1,0 +1,276 @@
+//! The page layout: an ordinary-looking article page written straight into one output buffer.
+//!
+//! Head, site header with navigation, an article of headings, paragraphs, lists and quotes, a
+//! "related" list and a footer. Every `href` is a minted trap URL, and every piece of corpus or URL
+//! text goes through [`push_escaped`], so nothing in a corpus can inject markup.
+
+use rand::Rng;
+
+use super::PageSettings;
+use super::markov::{Chain, Position};
+use crate::trap_url::{TrapUrls, below, push_number};
+
+const MONTHS: [&str; 12] = [
+    "January",
+    "February",
+    "March",
+    "April",
+    "May",
+    "June",
+    "July",
+    "August",
+    "September",
+    "October",
+    "November",
+    "December",
+];
+
+/// Bytes the page still needs after the article body (related list, footer), per link and fixed.
+const TAIL_BYTES_PER_LINK: usize = 110;
+const TAIL_BYTES_FIXED: usize = 320;
+
+/// Everything one page render needs; the RNG is the only source of variety.
+pub(super) struct PageWriter<'a, R: Rng> {
+    pub(super) chain: &'a Chain,
+    pub(super) urls: &'a TrapUrls,
+    pub(super) settings: &'a PageSettings,
+    pub(super) rng: R,
+    pub(super) out: &'a mut String,
+}
+
+impl<R: Rng> PageWriter<'_, R> {
+    /// Writes the whole page. `site` is the site's display name words.
+    pub(super) fn write(mut self, site: [&str; 2]) {
+        let settings = self.settings;
+        let target = settings.min_bytes
+            + below(&mut self.rng, settings.max_bytes.saturating_sub(settings.min_bytes) + 1);
+        let links = settings.min_links
+            + below(&mut self.rng, settings.max_links.saturating_sub(settings.min_links) + 1);
+        let nav_links = links.min(3 + below(&mut self.rng, 3));
+        let footer_links = (links - nav_links).min(2);
+        let related_links = links - nav_links - footer_links;
+        let start = self.out.len();
+
+        self.out.push_str(
+            "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n\
+             <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n<title>",
+        );
+        let title_start = self.chain.sentence_start(&mut self.rng);
+        let title_words = 4 + below(&mut self.rng, 6);
+        self.heading(title_start, title_words);
+        self.out.push_str(" | ");
+        self.site_name(site);
+        self.out.push_str("</title>\n<meta name=\"description\" content=\"");
+        self.sentence(40);
+        self.out.push_str(
+            "\">\n<style>body{max-width:44rem;margin:0 auto;padding:1rem;font:17px/1.6 Georgia,serif;\
+             color:#222}header,footer{font-family:sans-serif}nav a{margin-right:1em}\
+             .meta{color:#666}</style>\n</head>\n<body>\n<header>\n<p class=\"site\">",
+        );
+        self.site_name(site);
+        self.out.push_str("</p>\n<nav>");
+        for _ in 0..nav_links {
+            self.section_link();
+        }
+        self.out.push_str("</nav>\n</header>\n<main>\n<article>\n<h1>");
+        self.heading(title_start, title_words);
+        self.out.push_str("</h1>\n<p class=\"meta\">Posted ");
+        self.date();
+        self.out.push_str("</p>\n");
+
+        let tail = TAIL_BYTES_FIXED + TAIL_BYTES_PER_LINK * (related_links + footer_links);
+        let body_end = target.saturating_sub(tail);
+        let mut since_heading = 0;
+        loop {
+            self.paragraph();
+            since_heading += 1;
+            if self.out.len() - start >= body_end {
+                break;
+            }
+            match below(&mut self.rng, 10) {
+                0 => self.list(),
+                1 => self.quote(),
+                _ if since_heading >= 3 && below(&mut self.rng, 2) == 0 => {
+                    self.out.push_str("<h2>");
+                    let at = self.chain.sentence_start(&mut self.rng);
+                    let words = 3 + below(&mut self.rng, 5);
+                    self.heading(at, words);
+                    self.out.push_str("</h2>\n");
+                    since_heading = 0;
+                }
+                _ => {}
+            }
+        }
+        self.out.push_str("</article>\n");
+        if related_links > 0 {
+            self.out.push_str("<aside>\n<h2>Related</h2>\n<ul>\n");
+            for _ in 0..related_links {
+                self.out.push_str("<li>");
+                self.article_link();
+                self.out.push_str("</li>\n");
+            }
+            self.out.push_str("</ul>\n</aside>\n");
+        }
+        self.out.push_str("</main>\n<footer>\n<p>&copy; ");
+        push_number(self.out, 2026 - below(&mut self.rng, 3), 4);
+        self.out.push(' ');
+        self.site_name(site);
+        self.out.push_str("</p>\n<nav>");
+        for _ in 0..footer_links {
+            self.section_link();
+        }
+        self.out.push_str("</nav>\n</footer>\n</body>\n</html>\n");
+    }
+
+    /// A paragraph of two to six sentences.
+    fn paragraph(&mut self) {
+        self.out.push_str("<p>");
+        let sentences = 2 + below(&mut self.rng, 5);
+        for i in 0..sentences {
+            if i > 0 {
+                self.out.push(' ');
+            }
+            self.sentence(60);
+        }
+        self.out.push_str("</p>\n");
+    }
+
+    /// A bulleted list of three to six one-sentence items.
+    fn list(&mut self) {
+        self.out.push_str("<ul>\n");
+        for _ in 0..3 + below(&mut self.rng, 4) {
+            self.out.push_str("<li>");
+            self.sentence(30);
+            self.out.push_str("</li>\n");
+        }
+        self.out.push_str("</ul>\n");
+    }
+
+    fn quote(&mut self) {
+        self.out.push_str("<blockquote><p>");
+        self.sentence(45);
+        self.out.push_str("</p></blockquote>\n");
+    }
+
+    /// One sentence from a fresh sentence start, cut at `max_words` and closed with a full stop
+    /// when the chain runs on.
+    fn sentence(&mut self, max_words: usize) {
+        let mut at = self.chain.sentence_start(&mut self.rng);
+        for i in 0..max_words {
+            let word = self.chain.word(at);
+            if i > 0 {
+                self.out.push(' ');
+            }
+            if self.chain.ends_sentence(at) {
+                self.word(word, i == 0);
+                return;
+            }
+            if i + 1 == max_words {
+                self.word(word.trim_end_matches(|c: char| !c.is_alphanumeric()), i == 0);
+                self.out.push('.');
+                return;
+            }
+            self.word(word, i == 0);
+            at = self.chain.step(at, &mut self.rng);
+        }
+    }
+
+    /// A title-like run of `words` words from `at`, without closing punctuation or quotes.
+    /// Called twice with the same arguments for `<title>` and `<h1>`; it draws no randomness from
+    /// the page RNG so both copies match.
+    fn heading(&mut self, at: Position, words: usize) {
+        let mut at = at;
+        // Headings walk the chain with their own RNG, seeded from the position, so they repeat.
+        let mut rng = rand_pcg::Pcg32::new(u64::from(at.index()), 0x0a02_bdbf_7bb3_c0a7);
+        for i in 0..words {
+            let word = self.chain.word(at).trim_matches(|c: char| !c.is_alphanumeric());
+            if !word.is_empty() {
+                if i > 0 {
+                    self.out.push(' ');
+                }
+                self.word(word, i == 0);
+            }
+            if self.chain.ends_sentence(at) {
+                break;
+            }
+            at = self.chain.step(at, &mut rng);
+        }
+    }
+
+    fn word(&mut self, word: &str, capitalise: bool) {
+        let mut chars = word.chars();
+        if capitalise && let Some(first) = chars.next() {
+            for upper in first.to_uppercase() {
+                push_escaped_char(self.out, upper);
+            }
+            push_escaped(self.out, chars.as_str());
+        } else {
+            push_escaped(self.out, word);
+        }
+    }
+
+    /// A navigation link labelled with the section its URL lives in.
+    fn section_link(&mut self) {
+        self.out.push_str("<a href=\"");
+        let url_start = self.out.len();
+        self.urls.mint(&mut self.rng, self.out);
+        let section_end = self.out[url_start + 1..].find('/').map_or(self.out.len(), |i| url_start + 1 + i);
+        self.out.push_str("\">");
+        // The section is ASCII lowercase from a fixed list; capitalise its first letter.
+        let label_start = self.out.len();
+        self.out.extend_from_within(url_start + 1..section_end);
+        if let Some(first) = self.out[label_start..].chars().next() {
+            let upper = first.to_ascii_uppercase();
+            self.out.replace_range(label_start..label_start + 1, upper.encode_utf8(&mut [0; 4]));
+        }
+        self.out.push_str("</a>");
+    }
+
+    /// A link to another "article", labelled like a headline.
+    fn article_link(&mut self) {
+        self.out.push_str("<a href=\"");
+        self.urls.mint(&mut self.rng, self.out);
+        self.out.push_str("\">");
+        let at = self.chain.sentence_start(&mut self.rng);
+        let words = 3 + below(&mut self.rng, 6);
+        self.heading(at, words);
+        self.out.push_str("</a>");
+    }
+
+    fn date(&mut self) {
+        self.out.push_str(MONTHS[below(&mut self.rng, 12)]);
+        self.out.push(' ');
+        push_number(self.out, 1 + below(&mut self.rng, 28), 1);
+        self.out.push_str(", ");
+        push_number(self.out, 2009 + below(&mut self.rng, 17), 4);
+    }
+
+    fn site_name(&mut self, site: [&str; 2]) {
+        self.word(site[0], true);
+        self.out.push(' ');
+        self.word(site[1], true);
+    }
+}
+
+/// Appends `text` with `&`, `<`, `>`, `"` and `'` escaped for HTML text and attribute values.
+pub fn push_escaped(out: &mut String, text: &str) {
+    let mut clean_from = 0;
+    for (i, byte) in text.bytes().enumerate() {
+        let entity = match byte {
+            b'&' => "&amp;",
+            b'<' => "&lt;",
+            b'>' => "&gt;",
+            b'"' => "&quot;",
+            b'\'' => "&#39;",
+            _ => continue,
+        };
+        out.push_str(&text[clean_from..i]);
+        out.push_str(entity);
+        clean_from = i + 1;
+    }
+    out.push_str(&text[clean_from..]);
+}
+
+fn push_escaped_char(out: &mut String, c: char) {
+    push_escaped(out, c.encode_utf8(&mut [0; 4]));
+}

@@ -1,0 +1,98 @@
+use super::*;
+
+/// A corpus with hostile markup in it, repeated so that the chain has material.
+fn hostile_corpus() -> String {
+    let sentences = [
+        "The harbor was quiet in the <script>alert(1)</script> morning.",
+        "Ships came \"home\" & left again at night.",
+        "She wrote letters to the <b>keeper</b> of the light.",
+        "Nobody knew why the 'tide' turned so late that year!",
+        "Would the winter end before the ships returned?",
+    ];
+    let mut text = String::new();
+    for i in 0..400 {
+        text.push_str(sentences[i % sentences.len()]);
+        text.push(' ');
+    }
+    text
+}
+
+fn generator(secret: &str) -> Generator {
+    let chain = Chain::train(&hostile_corpus(), 2).unwrap();
+    let settings = PageSettings { min_bytes: 4096, max_bytes: 12288, min_links: 8, max_links: 15 };
+    Generator::new(chain, TrapUrls::new(secret.as_bytes()), settings, secret.as_bytes())
+}
+
+fn hrefs(page: &str) -> Vec<&str> {
+    page.split("href=\"").skip(1).map(|rest| &rest[..rest.find('"').unwrap()]).collect()
+}
+
+#[test]
+fn same_url_same_page_and_other_urls_other_pages() {
+    let generator = generator("s");
+    let page = generator.page("example.org", "/a/b");
+    assert_eq!(page, generator.page("example.org", "/a/b"));
+    assert_eq!(page, generator.page("EXAMPLE.org:8080", "/a/b"));
+    assert_ne!(page, generator.page("example.org", "/a/c"));
+    assert_ne!(page, generator.page("example.com", "/a/b"));
+    assert_ne!(page, generator.page("example.org", "/a/b?page=2"));
+}
+
+#[test]
+fn another_secret_gives_other_pages() {
+    assert_ne!(generator("s").page("h", "/"), generator("t").page("h", "/"));
+}
+
+#[test]
+fn pages_stay_within_size_and_link_bounds() {
+    let generator = generator("s");
+    for i in 0..200 {
+        let page = generator.page("example.org", &format!("/page/{i}"));
+        assert!((3500..=14000).contains(&page.len()), "{} bytes", page.len());
+        let links = hrefs(&page).len();
+        assert!((8..=15).contains(&links), "{links} links");
+    }
+}
+
+#[test]
+fn every_link_is_a_trap_url() {
+    let generator = generator("s");
+    for i in 0..100 {
+        let page = generator.page("example.org", &format!("/{i}"));
+        for href in hrefs(&page) {
+            assert!(generator.trap_urls().is_trap(href), "{href}");
+        }
+    }
+}
+
+#[test]
+fn corpus_markup_is_escaped() {
+    let generator = generator("s");
+    for i in 0..50 {
+        let page = generator.page("example.org", &format!("/{i}"));
+        assert!(!page.contains("<script"), "{page}");
+        assert!(!page.contains("<b>"), "{page}");
+        assert!(!page.contains("\"home\""), "{page}");
+        assert!(page.contains("&lt;") || page.contains("&amp;") || page.contains("&quot;"));
+    }
+}
+
+#[test]
+fn pages_do_not_name_the_product() {
+    let page = generator("s").page("example.org", "/");
+    assert!(!page.to_lowercase().contains("quagmire"));
+}
+
+#[test]
+fn ports_and_ipv6_literals_are_stripped_from_hosts() {
+    assert_eq!(site_host("example.org:80"), "example.org");
+    assert_eq!(site_host("[::1]:8421"), "[::1]");
+    assert_eq!(site_host("example.org"), "example.org");
+}
+
+#[test]
+fn escaping_covers_every_special_character() {
+    let mut out = String::new();
+    html::push_escaped(&mut out, "a<b>&\"c'");
+    assert_eq!(out, "a&lt;b&gt;&amp;&quot;c&#39;");
+}

@@ -1,0 +1,67 @@
+//! The HTTP surface, in one screen: two listeners and their routes. The only module that knows
+//! axum or HTTP types.
+//!
+//! - verdict listener: `/health` (the forward-auth verdict arrives with the next issue's work);
+//! - trap listener: every method and path is a generated page (see [`trap`]).
+
+pub mod trap;
+
+use std::future::Future;
+use std::io;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::Router;
+use axum::routing::any;
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+
+use crate::app::App;
+
+/// How long open connections (such as dripping pages) may take to finish after a shutdown signal.
+const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
+
+/// Routes of the verdict listener.
+pub fn verdict_router(app: Arc<App>) -> Router {
+    Router::new().route("/health", any(health)).with_state(app)
+}
+
+/// Routes of the trap listener: everything is a trap page.
+pub fn trap_router(app: Arc<App>) -> Router {
+    Router::new().fallback(trap::page).with_state(app)
+}
+
+/// Serves both listeners until `shutdown` completes, then lets open requests finish for a
+/// short grace period.
+pub async fn serve(
+    app: Arc<App>,
+    verdict: TcpListener,
+    trap: TcpListener,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> io::Result<()> {
+    let (stop, stopped) = watch::channel(false);
+    let wait = |mut stopped: watch::Receiver<bool>| async move {
+        let _ = stopped.wait_for(|stop| *stop).await;
+    };
+    let verdict =
+        axum::serve(verdict, verdict_router(app.clone())).with_graceful_shutdown(wait(stopped.clone()));
+    let trap = axum::serve(trap, trap_router(app)).with_graceful_shutdown(wait(stopped));
+    let servers = async { tokio::try_join!(verdict.into_future(), trap.into_future()).map(|_| ()) };
+    tokio::pin!(servers);
+    tokio::select! {
+        result = &mut servers => return result,
+        () = shutdown => {}
+    }
+    let _ = stop.send(true);
+    match tokio::time::timeout(SHUTDOWN_GRACE, servers).await {
+        Ok(result) => result,
+        Err(_) => {
+            tracing::warn!("connections still open after the shutdown grace period; closing them");
+            Ok(())
+        }
+    }
+}
+
+async fn health() -> &'static str {
+    "ok\n"
+}

@@ -1,0 +1,216 @@
+//! The `quagmire` command: parse the command line, load the config, hand over to the library.
+
+use std::io::IsTerminal;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Instant;
+
+use anyhow::Context;
+use clap::{Parser, Subcommand, ValueEnum};
+use quagmire::config::{Config, ConfigError, LogFormat};
+use quagmire::secret::{SECRET_ENV, Secret, SecretOrigin};
+use quagmire::{App, http};
+
+/// Exit status for an unusable configuration (sysexits' EX_CONFIG).
+const EXIT_CONFIG: u8 = 78;
+
+#[derive(Parser)]
+#[command(version, about = "Forward-auth verdicts and an endless trap for AI scraper bots")]
+struct Cli {
+    #[command(subcommand)]
+    command: Option<Command>,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run the verdict and trap listeners (the default command).
+    Serve {
+        /// Config file (KDL); keys it leaves out keep the embedded defaults.
+        #[arg(long, short)]
+        config: Option<PathBuf>,
+        /// Verdict listener address, overriding the config.
+        #[arg(long)]
+        listen: Option<SocketAddr>,
+        /// Trap listener address, overriding the config.
+        #[arg(long)]
+        trap_listen: Option<SocketAddr>,
+        /// Log format, overriding the config.
+        #[arg(long)]
+        log_format: Option<LogFormatArg>,
+    },
+    /// Validate a config file (and the corpus it names) and exit.
+    Check {
+        /// Config file (KDL); without one, the embedded default is checked.
+        #[arg(long, short)]
+        config: Option<PathBuf>,
+    },
+    /// Print the trap page that would be served for PATH.
+    Generate {
+        /// Path (and query) of the page, e.g. /blog/2019/a-post.
+        path: String,
+        /// Host the page is for.
+        #[arg(long, default_value = "localhost")]
+        host: String,
+        /// Config file (KDL).
+        #[arg(long, short)]
+        config: Option<PathBuf>,
+    },
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum LogFormatArg {
+    Text,
+    Json,
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let command = cli.command.unwrap_or(Command::Serve {
+        config: None,
+        listen: None,
+        trap_listen: None,
+        log_format: None,
+    });
+    let result = match command {
+        Command::Serve { config, listen, trap_listen, log_format } => {
+            load_config(config).and_then(|mut config| {
+                config.listen = listen.unwrap_or(config.listen);
+                config.trap.listen = trap_listen.unwrap_or(config.trap.listen);
+                config.log_format = match log_format {
+                    Some(LogFormatArg::Text) => LogFormat::Text,
+                    Some(LogFormatArg::Json) => LogFormat::Json,
+                    None => config.log_format,
+                };
+                serve(config)
+            })
+        }
+        Command::Check { config } => load_config(config.clone()).and_then(|loaded| {
+            init_tracing(loaded.log_format);
+            let (secret, _) = Secret::resolve(None, loaded.secret.as_deref());
+            App::build(loaded, &secret).map_err(Failure::from)?;
+            let name = config.map_or("the embedded default config".into(), |path| path.display().to_string());
+            println!("{name} is valid");
+            Ok(())
+        }),
+        Command::Generate { path, host, config } => load_config(config).and_then(|config| {
+            init_tracing(config.log_format);
+            let secret = resolve_secret(&config);
+            let app = App::build(config, &secret).map_err(Failure::from)?;
+            print!("{}", app.generator.page(&host, &path));
+            Ok(())
+        }),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(Failure::Config(error)) => {
+            eprintln!("{}", render(&error));
+            ExitCode::from(EXIT_CONFIG)
+        }
+        Err(Failure::Other(error)) => {
+            eprintln!("error: {error:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+enum Failure {
+    Config(ConfigError),
+    Other(anyhow::Error),
+}
+
+impl<E: Into<anyhow::Error>> From<E> for Failure {
+    fn from(error: E) -> Self {
+        Failure::Other(error.into())
+    }
+}
+
+fn load_config(path: Option<PathBuf>) -> Result<Config, Failure> {
+    Config::load(path.as_deref()).map_err(Failure::Config)
+}
+
+fn serve(config: Config) -> Result<(), Failure> {
+    let started = Instant::now();
+    init_tracing(config.log_format);
+    let secret = resolve_secret(&config);
+    let app = Arc::new(App::build(config, &secret)?);
+    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+    runtime.block_on(async move {
+        let verdict = bind(app.config.listen, "verdict").await?;
+        let trap = bind(app.config.trap.listen, "trap").await?;
+        tracing::info!(
+            verdict = %verdict.local_addr()?,
+            trap = %trap.local_addr()?,
+            startup_ms = started.elapsed().as_millis() as u64,
+            "listening"
+        );
+        http::serve(app, verdict, trap, shutdown_signal()).await.context("serving")?;
+        tracing::info!("stopped");
+        Ok(())
+    })
+}
+
+async fn bind(address: SocketAddr, name: &str) -> anyhow::Result<tokio::net::TcpListener> {
+    tokio::net::TcpListener::bind(address)
+        .await
+        .with_context(|| format!("cannot listen on {address} ({name} listener)"))
+}
+
+fn resolve_secret(config: &Config) -> Secret {
+    let (secret, origin) = Secret::resolve(std::env::var(SECRET_ENV).ok(), config.secret.as_deref());
+    if origin == SecretOrigin::Random {
+        tracing::warn!(
+            "no secret configured (set `secret` in the config or {SECRET_ENV}): using a random one, so trap pages \
+             and trap URLs will change on restart"
+        );
+    }
+    secret
+}
+
+fn init_tracing(format: LogFormat) {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    let _ = match format {
+        LogFormat::Text => builder.with_ansi(std::io::stderr().is_terminal()).try_init(),
+        LogFormat::Json => builder.json().try_init(),
+    };
+}
+
+async fn shutdown_signal() {
+    let interrupt = tokio::signal::ctrl_c();
+    #[cfg(unix)]
+    {
+        let mut terminate = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(signal) => signal,
+            Err(error) => {
+                tracing::warn!(%error, "cannot watch SIGTERM; stop with Ctrl-C");
+                let _ = interrupt.await;
+                return;
+            }
+        };
+        tokio::select! {
+            _ = interrupt => {}
+            _ = terminate.recv() => {}
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = interrupt.await;
+    tracing::info!("shutting down");
+}
+
+/// A config error as miette draws it: the file, line and column, the source line, and any help.
+fn render(error: &ConfigError) -> String {
+    let theme = if std::io::stderr().is_terminal() {
+        miette::GraphicalTheme::unicode()
+    } else {
+        miette::GraphicalTheme::unicode_nocolor()
+    };
+    let mut out = String::new();
+    let handler = miette::GraphicalReportHandler::new_themed(theme);
+    if handler.render_report(&mut out, error).is_err() {
+        out = format!("error: {error}");
+    }
+    out
+}

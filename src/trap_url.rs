@@ -1,0 +1,199 @@
+//! Trap URLs: minting links that look like an ordinary site's and recognising them later.
+//!
+//! Every link on a trap page points at another trap URL such as
+//! `/archive/2019/05/quiet-harbor-letters-winter-garden`. The last three words of the slug are a
+//! tag: 33 bits of a keyed BLAKE3 hash of everything before them, spelled with a 2048-word list.
+//! So a trap URL is recognised by recomputing the tag, with no per-URL state and nothing in the URL
+//! that looks like a token, and a guessed URL passes with probability 2^-33.
+//!
+//! The verdict side uses [`TrapUrls::is_trap`] to spot a client asking for a trap URL: a human never
+//! sees one, so asking for it is evidence on its own.
+
+use std::collections::HashMap;
+
+use rand::Rng;
+
+/// Number of words in the slug dictionary; each word carries `WORD_BITS` bits of the tag.
+pub const WORD_COUNT: usize = 2048;
+const WORD_BITS: u32 = 11;
+/// Three tag words carry 33 bits, so a guess passes with probability 2^-33 (≤ 2^-32 required).
+const TAG_WORDS: usize = 3;
+/// The embedded slug dictionary (see `corpus/README.md` for how it was made).
+const EMBEDDED_WORDS: &str = include_str!("../corpus/url-words.txt");
+
+/// Top-level sections that ordinary sites use; the first path segment is one of these.
+const SECTIONS: &[&str] = &[
+    "archive",
+    "articles",
+    "blog",
+    "community",
+    "essays",
+    "events",
+    "features",
+    "guides",
+    "journal",
+    "letters",
+    "library",
+    "news",
+    "notes",
+    "posts",
+    "reports",
+    "resources",
+    "reviews",
+    "stories",
+    "topics",
+    "writing",
+];
+
+/// Mints and recognises trap URLs under one secret.
+#[derive(Clone)]
+pub struct TrapUrls {
+    key: [u8; 32],
+    words: Vec<Box<str>>,
+    index: HashMap<Box<str>, u16>,
+}
+
+/// Why a slug dictionary was rejected.
+#[derive(Debug, thiserror::Error)]
+#[error("the URL word list needs {WORD_COUNT} distinct lowercase a-z words, found {found}")]
+pub struct WordListError {
+    found: usize,
+}
+
+impl TrapUrls {
+    /// Builds the minter/checker for `secret` with the embedded word list.
+    pub fn new(secret: &[u8]) -> Self {
+        Self::with_words(secret, EMBEDDED_WORDS).expect("the embedded word list is valid (tested)")
+    }
+
+    /// Builds the minter/checker with another word list: the first [`WORD_COUNT`] distinct
+    /// lowercase a-z words of `text`, one per line.
+    pub fn with_words(secret: &[u8], text: &str) -> Result<Self, WordListError> {
+        let mut words = Vec::with_capacity(WORD_COUNT);
+        let mut index = HashMap::with_capacity(WORD_COUNT);
+        for word in text.lines().map(str::trim) {
+            if words.len() == WORD_COUNT {
+                break;
+            }
+            if word.is_empty() || !word.bytes().all(|b| b.is_ascii_lowercase()) {
+                continue;
+            }
+            let word: Box<str> = word.into();
+            if index.contains_key(&word) {
+                continue;
+            }
+            index.insert(word.clone(), words.len() as u16);
+            words.push(word);
+        }
+        if words.len() < WORD_COUNT {
+            return Err(WordListError { found: words.len() });
+        }
+        let key = blake3::derive_key("quagmire 2026-12 trap-url tag", secret);
+        Ok(TrapUrls { key, words, index })
+    }
+
+    /// The slug dictionary, in tag order.
+    pub fn words(&self) -> &[Box<str>] {
+        &self.words
+    }
+
+    /// Writes a fresh trap URL path (starting with `/`) to `out`, chosen by `rng`.
+    pub fn mint<R: Rng + ?Sized>(&self, rng: &mut R, out: &mut String) {
+        let start = out.len();
+        out.push('/');
+        out.push_str(SECTIONS[below(rng, SECTIONS.len())]);
+        out.push('/');
+        match below(rng, 4) {
+            0 => {}
+            1 => {
+                out.push_str(&self.words[below(rng, WORD_COUNT)]);
+                out.push('/');
+            }
+            _ => {
+                push_number(out, 2008 + below(rng, 18), 4);
+                out.push('/');
+                push_number(out, 1 + below(rng, 12), 2);
+                out.push('/');
+            }
+        }
+        // One to three free words make the slug read naturally and give each prefix many URLs.
+        for _ in 0..1 + below(rng, 3) {
+            out.push_str(&self.words[below(rng, WORD_COUNT)]);
+            out.push('-');
+        }
+        let tag = self.tag(&out[start..]);
+        for (i, word_index) in tag.iter().enumerate() {
+            if i > 0 {
+                out.push('-');
+            }
+            out.push_str(&self.words[*word_index as usize]);
+        }
+        // Some sites end pages with a slash or `.html`; the check accepts both.
+        match below(rng, 6) {
+            0 => out.push('/'),
+            1 => out.push_str(".html"),
+            _ => {}
+        }
+    }
+
+    /// Whether `uri` (a path, optionally with a query string or fragment) is a trap URL minted
+    /// under this secret.
+    pub fn is_trap(&self, uri: &str) -> bool {
+        let end = uri.find(['?', '#']).unwrap_or(uri.len());
+        let mut path = &uri[..end];
+        path = path.strip_suffix('/').or_else(|| path.strip_suffix(".html")).unwrap_or(path);
+        let Some(slug_start) = path.rfind('/').map(|i| i + 1) else {
+            return false;
+        };
+        let mut tag = [0u16; TAG_WORDS];
+        let mut cut = path.len();
+        for slot in tag.iter_mut().rev() {
+            let word_start = path[slug_start..cut].rfind('-').map_or(slug_start, |i| slug_start + i + 1);
+            match self.index.get(&path[word_start..cut]) {
+                Some(&index) => *slot = index,
+                None => return false,
+            }
+            if word_start == slug_start {
+                // The slug has no free word before the tag, so it was not minted here.
+                return false;
+            }
+            cut = word_start - 1;
+        }
+        self.tag(&path[..cut + 1]) == tag
+    }
+
+    /// The tag words for `prefix` (everything in the path before the tag, ending in `-`).
+    fn tag(&self, prefix: &str) -> [u16; TAG_WORDS] {
+        let hash = blake3::keyed_hash(&self.key, prefix.as_bytes());
+        let bytes = hash.as_bytes();
+        let bits = u64::from_le_bytes([bytes[0], bytes[1], bytes[2], bytes[3], bytes[4], 0, 0, 0]);
+        let mask = (1u64 << WORD_BITS) - 1;
+        std::array::from_fn(|i| ((bits >> (WORD_BITS * i as u32)) & mask) as u16)
+    }
+}
+
+/// A uniform integer in `0..n` (Lemire's multiply-shift; the bias is below 2^-32 for our `n`).
+pub(crate) fn below<R: Rng + ?Sized>(rng: &mut R, n: usize) -> usize {
+    ((rng.next_u32() as u64 * n as u64) >> 32) as usize
+}
+
+/// Appends `value` zero-padded to `width` digits, without going through `fmt`.
+pub(crate) fn push_number(out: &mut String, value: usize, width: usize) {
+    let mut digits = [b'0'; 20];
+    let mut len = 0;
+    let mut rest = value;
+    while rest > 0 || len == 0 {
+        digits[len] = b'0' + (rest % 10) as u8;
+        rest /= 10;
+        len += 1;
+    }
+    for _ in len..width {
+        out.push('0');
+    }
+    for &digit in digits[..len].iter().rev() {
+        out.push(digit as char);
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,72 @@
+//! The command line: `check` and `generate`.
+
+use crate::support::{SECRET, Server, get, quagmire, write_file};
+
+/// Runs `quagmire check --config FILE` on `text`; returns the exit code and stderr.
+fn check(text: &str) -> (i32, String) {
+    let dir = tempfile::tempdir().unwrap();
+    let path = write_file(dir.path(), "my.kdl", text);
+    let output = quagmire().args(["check", "--config", &path]).output().unwrap();
+    let stderr = String::from_utf8(output.stderr).unwrap();
+    // Report the file by its bare name so expectations do not depend on the temporary folder.
+    (output.status.code().unwrap(), stderr.replace(&path, "my.kdl"))
+}
+
+#[test]
+fn check_accepts_the_default_and_a_valid_file() {
+    let output = quagmire().arg("check").output().unwrap();
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let (code, stderr) = check("trap {\n  links min=3 max=5\n}\n");
+    assert_eq!(code, 0, "{stderr}");
+}
+
+#[test]
+fn check_points_at_a_syntax_error() {
+    let (code, stderr) = check("listen \"127.0.0.1:8420\"\ntrap {\n  listen \"127.0.0.1:1\n}\n");
+    assert_eq!(code, 78);
+    assert!(stderr.contains("my.kdl is not valid KDL"), "{stderr}");
+    assert!(stderr.contains("[my.kdl:3:"), "{stderr}");
+}
+
+#[test]
+fn check_points_at_an_unknown_key_and_suggests_one() {
+    let (code, stderr) = check("log-format \"json\"\ntrap {\n    page-byte min=4096 max=8192\n}\n");
+    assert_eq!(code, 78);
+    assert!(stderr.contains("unknown key `page-byte` in `trap`"), "{stderr}");
+    assert!(stderr.contains("[my.kdl:3:5]"), "{stderr}");
+    assert!(stderr.contains("did you mean `page-bytes`?"), "{stderr}");
+}
+
+#[test]
+fn check_points_at_a_bad_value() {
+    let (code, stderr) = check("trap {\n  links min=20 max=10\n}\n");
+    assert_eq!(code, 78);
+    assert!(stderr.contains("`links` has max below min"), "{stderr}");
+    assert!(stderr.contains("[my.kdl:2:16]"), "{stderr}");
+
+    let (code, stderr) = check("listen \"localhost:80\"\n");
+    assert_eq!(code, 78);
+    assert!(stderr.contains("`localhost:80` is not a socket address"), "{stderr}");
+    assert!(stderr.contains("[my.kdl:1:8]"), "{stderr}");
+}
+
+#[test]
+fn check_names_a_missing_corpus() {
+    let (code, stderr) = check("corpus {\n  path \"/no/such/books\"\n}\n");
+    assert_ne!(code, 0);
+    assert!(stderr.contains("/no/such/books"), "{stderr}");
+}
+
+#[tokio::test]
+async fn generate_prints_the_page_the_trap_serves() {
+    let output = quagmire()
+        .args(["generate", "/archive/2019/quiet-harbor-letters", "--host", "example.org"])
+        .env("QUAGMIRE_SECRET", SECRET)
+        .output()
+        .unwrap();
+    assert!(output.status.success());
+    let printed = String::from_utf8(output.stdout).unwrap();
+    let server = Server::start(&[]);
+    let (_, _, served) = get(&server.trap_url("/archive/2019/quiet-harbor-letters"), "example.org").await;
+    assert_eq!(printed, served);
+}

@@ -1,0 +1,12 @@
+//! The one integration-test binary: the real `quagmire` binary, started on ephemeral ports.
+//!
+//! - `support`: starting the server, a small HTTP client, and page helpers;
+//! - `trap`: trap pages over HTTP: determinism across processes, links, escaping, Traefik's
+//!   `url=` form, methods and headers, the slow drip;
+//! - `cli`: `check` errors that point at line and column, `generate`.
+// Helpers are `pub` so that every test module of this one binary can use them.
+#![allow(unreachable_pub)]
+
+mod cli;
+mod support;
+mod trap;

@@ -1,0 +1,106 @@
+//! Starting the real server and talking to it.
+
+use std::io::{BufRead, BufReader};
+use std::net::SocketAddr;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::Duration;
+
+/// The secret the tests run the server with.
+pub const SECRET: &str = "integration-test-secret-0123456789";
+
+/// How long a debug build may take to train on the embedded corpus and bind.
+const STARTUP_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// A running `quagmire serve`; killed on drop.
+pub struct Server {
+    child: Child,
+    pub verdict: SocketAddr,
+    pub trap: SocketAddr,
+}
+
+impl Server {
+    /// Starts the server with the test secret and `extra` arguments, on ephemeral ports.
+    pub fn start(extra: &[&str]) -> Server {
+        Server::start_with_secret(extra, SECRET)
+    }
+
+    pub fn start_with_secret(extra: &[&str], secret: &str) -> Server {
+        let mut child = quagmire()
+            .args(["serve", "--listen", "127.0.0.1:0", "--trap-listen", "127.0.0.1:0"])
+            .args(extra)
+            .env("QUAGMIRE_SECRET", secret)
+            .env("RUST_LOG", "info")
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("the quagmire binary starts");
+        let stderr = child.stderr.take().unwrap();
+        let (lines_tx, lines_rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                // Keep draining after startup so the server never blocks on a full pipe.
+                let _ = lines_tx.send(line);
+            }
+        });
+        let mut log = Vec::new();
+        loop {
+            let line = match lines_rx.recv_timeout(STARTUP_TIMEOUT) {
+                Ok(line) => line,
+                Err(_) => {
+                    let _ = child.kill();
+                    panic!("the server did not report listening; its log:\n{}", log.join("\n"));
+                }
+            };
+            if line.contains("listening") {
+                let verdict = field(&line, "verdict=").parse().unwrap();
+                let trap = field(&line, "trap=").parse().unwrap();
+                return Server { child, verdict, trap };
+            }
+            log.push(line);
+        }
+    }
+
+    /// `http://ADDR` of the trap listener.
+    pub fn trap_url(&self, target: &str) -> String {
+        format!("http://{}{target}", self.trap)
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn field<'a>(line: &'a str, name: &str) -> &'a str {
+    let start = line.find(name).unwrap_or_else(|| panic!("no {name} in {line}")) + name.len();
+    line[start..].split_whitespace().next().unwrap()
+}
+
+/// The `quagmire` binary under test.
+pub fn quagmire() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_quagmire"))
+}
+
+/// Writes `text` to `name` in `dir` and returns the path as a string.
+pub fn write_file(dir: &Path, name: &str, text: &str) -> String {
+    let path = dir.join(name);
+    std::fs::write(&path, text).unwrap();
+    path.display().to_string()
+}
+
+/// A GET with a Host header; returns status, headers and body.
+pub async fn get(url: &str, host: &str) -> (u16, reqwest::header::HeaderMap, String) {
+    let response = reqwest::Client::new().get(url).header("host", host).send().await.unwrap();
+    let status = response.status().as_u16();
+    let headers = response.headers().clone();
+    (status, headers, response.text().await.unwrap())
+}
+
+/// Every `href` on a page.
+pub fn hrefs(page: &str) -> Vec<String> {
+    page.split("href=\"").skip(1).map(|rest| rest[..rest.find('"').unwrap()].to_string()).collect()
+}
