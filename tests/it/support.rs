@@ -50,6 +50,7 @@ impl Server {
                 Ok(line) => line,
                 Err(_) => {
                     let _ = child.kill();
+                    let _ = child.wait();
                     panic!("the server did not report listening; its log:\n{}", log.join("\n"));
                 }
             };
