@@ -7,7 +7,7 @@
 use rand::Rng;
 
 use super::PageSettings;
-use super::markov::{Chain, Position};
+use super::markov::{Chain, Position, Word};
 use crate::trap_url::{TrapUrls, below, push_number};
 
 const MONTHS: [&str; 12] = [
@@ -161,39 +161,56 @@ impl<R: Rng> PageWriter<'_, R> {
             if i > 0 {
                 self.out.push(' ');
             }
-            if self.chain.ends_sentence(at) {
-                self.word(word, i == 0);
+            if word.ends_sentence {
+                self.corpus_word(word, i == 0);
                 return;
             }
             if i + 1 == max_words {
-                self.word(word.trim_end_matches(|c: char| !c.is_alphanumeric()), i == 0);
+                self.word(word.text.trim_end_matches(|c: char| !c.is_alphanumeric()), i == 0);
                 self.out.push('.');
                 return;
             }
-            self.word(word, i == 0);
+            self.corpus_word(word, i == 0);
             at = self.chain.step(at, &mut self.rng);
         }
     }
 
-    /// A title-like run of `words` words from `at`, without closing punctuation or quotes.
+    /// A title-like run of about `words` words from `at`, without closing punctuation or quotes,
+    /// and not ending on a word such as "the" or "and" that leaves a headline hanging.
     /// Called twice with the same arguments for `<title>` and `<h1>`; it draws no randomness from
-    /// the page RNG so both copies match.
+    /// the page RNG, so both copies match.
     fn heading(&mut self, at: Position, words: usize) {
         let mut at = at;
         // Headings walk the chain with their own RNG, seeded from the position, so they repeat.
         let mut rng = rand_pcg::Pcg32::new(u64::from(at.index()), 0x0a02_bdbf_7bb3_c0a7);
-        for i in 0..words {
-            let word = self.chain.word(at).trim_matches(|c: char| !c.is_alphanumeric());
+        let mut written = 0;
+        for _ in 0..words + HEADING_OVERRUN {
+            let word = self.chain.word(at);
+            let ends_sentence = word.ends_sentence;
+            let word = word.text.trim_matches(|c: char| !c.is_alphanumeric());
             if !word.is_empty() {
-                if i > 0 {
+                if written > 0 {
                     self.out.push(' ');
                 }
-                self.word(word, i == 0);
+                self.word(word, written == 0);
+                written += 1;
             }
-            if self.chain.ends_sentence(at) {
+            if ends_sentence || (written >= words && !is_function_word(word)) {
                 break;
             }
             at = self.chain.step(at, &mut rng);
+        }
+    }
+
+    /// Writes a corpus word, escaped unless the chain knows it needs no escaping.
+    fn corpus_word(&mut self, word: Word<'_>, capitalise: bool) {
+        if word.needs_escape || (capitalise && !word.text.starts_with(|c: char| c.is_ascii())) {
+            self.word(word.text, capitalise);
+        } else if capitalise && let Some(rest) = word.text.get(1..) {
+            self.out.push(word.text.as_bytes()[0].to_ascii_uppercase() as char);
+            self.out.push_str(rest);
+        } else {
+            self.out.push_str(word.text);
         }
     }
 
@@ -252,7 +269,22 @@ impl<R: Rng> PageWriter<'_, R> {
     }
 }
 
+/// Words a heading may run past its length to avoid ending on a function word.
+const HEADING_OVERRUN: usize = 4;
+
+/// Words that leave a headline hanging when they end it.
+fn is_function_word(word: &str) -> bool {
+    const WORDS: &[&str] = &[
+        "a", "an", "and", "as", "at", "be", "but", "by", "for", "from", "he", "her", "his", "i", "in",
+        "into", "is", "it", "its", "my", "nor", "not", "of", "on", "or", "our", "shall", "so", "that", "the",
+        "their", "them", "they", "this", "thou", "thy", "to", "unto", "upon", "was", "we", "were", "which",
+        "who", "will", "with", "ye", "you", "your",
+    ];
+    WORDS.iter().any(|candidate| candidate.eq_ignore_ascii_case(word))
+}
+
 /// Appends `text` with `&`, `<`, `>`, `"` and `'` escaped for HTML text and attribute values.
+#[inline]
 pub fn push_escaped(out: &mut String, text: &str) {
     let mut clean_from = 0;
     for (i, byte) in text.bytes().enumerate() {

@@ -20,25 +20,62 @@ const CONTINUE: u32 = u32::MAX;
 /// `successor[p]` for a state with no continuation anywhere (the end of the corpus).
 const DEAD_END: u32 = u32::MAX - 1;
 
-/// The model: corpus tokens as ids, the vocabulary, and the successor structure.
+/// The model: the corpus as cells, the vocabulary, and the groups of repeated states.
+///
+/// The layout is chosen for cache misses, which dominate generation: a corpus position's token
+/// and successor share one 8-byte cell, a vocabulary entry is one 8-byte record, and a group
+/// holds the positions to continue at, not the positions of the state.
 pub struct Chain {
-    /// Every distinct token's text, concatenated; token `i` spans `ends[i-1]..ends[i]`.
+    /// Every distinct token's text, concatenated.
     vocabulary: String,
-    ends: Vec<u32>,
-    /// Per vocabulary id: `ENDS_SENTENCE` and `STARTS_UPPER` bits.
-    flags: Vec<u8>,
-    /// The corpus as vocabulary ids.
-    tokens: Vec<u32>,
-    /// Per corpus position: `CONTINUE`, `DEAD_END`, or an index into `groups`.
-    successor: Vec<u32>,
-    /// Groups laid out as `[len, position, position, ...]`, one per repeated state.
-    groups: Vec<u32>,
+    /// Per vocabulary id: where its text lies in `vocabulary`, and its flags.
+    words: Vec<WordEntry>,
+    /// Per corpus position.
+    cells: Vec<Cell>,
+    /// Groups laid out as `[header, next, next, ...]`, one per repeated state: the header's
+    /// `index` is the group's length, and each entry is a position to continue at together with
+    /// a copy of its cell, so a branching step reads one entry and not the corpus cell too.
+    groups: Vec<GroupEntry>,
     /// Positions that begin a sentence (a capitalised word after a sentence end).
     sentence_starts: Vec<u32>,
 }
 
+/// One corpus position: its vocabulary id, and `CONTINUE`, `DEAD_END` or an index into `groups`.
+#[derive(Clone, Copy)]
+struct Cell {
+    token: u32,
+    successor: u32,
+}
+
+/// A position to continue at, with a copy of its cell.
+#[derive(Clone, Copy)]
+struct GroupEntry {
+    index: u32,
+    cell: Cell,
+}
+
+/// One vocabulary entry.
+#[derive(Clone, Copy)]
+struct WordEntry {
+    start: u32,
+    len: u16,
+    flags: u8,
+}
+
+/// A word of the corpus as the generator sees it.
+#[derive(Clone, Copy, Debug)]
+pub struct Word<'a> {
+    /// The text, as in the corpus (not escaped).
+    pub text: &'a str,
+    /// Whether it ends a sentence.
+    pub ends_sentence: bool,
+    /// Whether it holds a character that HTML escaping changes; most words do not.
+    pub needs_escape: bool,
+}
+
 const ENDS_SENTENCE: u8 = 1;
 const STARTS_UPPER: u8 = 2;
+const NEEDS_ESCAPE: u8 = 4;
 
 /// Why a corpus cannot train a chain.
 #[derive(Debug, thiserror::Error)]
@@ -66,6 +103,8 @@ pub enum ChainError {
 }
 
 const MIN_WORDS: usize = 1000;
+/// Longest word kept, in bytes; it must fit `WordEntry::len`.
+const MAX_WORD_BYTES: usize = 200;
 const MIN_SENTENCES: usize = 20;
 
 impl Chain {
@@ -76,15 +115,18 @@ impl Chain {
         }
         let mut ids: HashMap<&str, u32> = HashMap::new();
         let mut vocabulary = String::new();
-        let mut ends = Vec::new();
-        let mut flags = Vec::new();
+        let mut words = Vec::new();
         let mut tokens = Vec::new();
-        for word in text.split_whitespace() {
+        // Longer "words" are not prose (a URL, a run of symbols); leaving them out keeps entries small.
+        for word in text.split_whitespace().filter(|word| word.len() <= MAX_WORD_BYTES) {
             let id = *ids.entry(word).or_insert_with(|| {
+                words.push(WordEntry {
+                    start: vocabulary.len() as u32,
+                    len: word.len() as u16,
+                    flags: word_flags(word),
+                });
                 vocabulary.push_str(word);
-                ends.push(vocabulary.len() as u32);
-                flags.push(word_flags(word));
-                (ends.len() - 1) as u32
+                (words.len() - 1) as u32
             });
             tokens.push(id);
         }
@@ -95,8 +137,8 @@ impl Chain {
 
         let sentence_starts: Vec<u32> = (1..tokens.len().saturating_sub(order))
             .filter(|&p| {
-                flags[tokens[p - 1] as usize] & ENDS_SENTENCE != 0
-                    && flags[tokens[p] as usize] & STARTS_UPPER != 0
+                words[tokens[p - 1] as usize].flags & ENDS_SENTENCE != 0
+                    && words[tokens[p] as usize].flags & STARTS_UPPER != 0
             })
             .map(|p| p as u32)
             .collect();
@@ -109,83 +151,114 @@ impl Chain {
             });
         }
 
-        let (successor, groups) = successors(&tokens, order);
+        let (successor, items) = successors(&tokens, order);
+        let cells: Vec<Cell> =
+            tokens.iter().zip(successor).map(|(&token, successor)| Cell { token, successor }).collect();
+        let groups = items
+            .into_iter()
+            .map(|item| match item {
+                GroupItem::Header(len) => {
+                    GroupEntry { index: len, cell: Cell { token: 0, successor: DEAD_END } }
+                }
+                GroupItem::Next(index) => GroupEntry { index, cell: cells[index as usize] },
+            })
+            .collect();
         vocabulary.shrink_to_fit();
-        Ok(Chain { vocabulary, ends, flags, tokens, successor, groups, sentence_starts })
+        Ok(Chain { vocabulary, words, cells, groups, sentence_starts })
     }
 
     /// A random position whose word begins a sentence.
+    #[inline]
     pub fn sentence_start<R: Rng + ?Sized>(&self, rng: &mut R) -> Position {
-        Position(self.sentence_starts[below(rng, self.sentence_starts.len())])
+        let index = self.sentence_starts[below(rng, self.sentence_starts.len())];
+        Position { index, cell: self.cells[index as usize] }
     }
 
     /// The position of the next word after `at`; at a dead end, a fresh sentence start.
+    #[inline]
     pub fn step<R: Rng + ?Sized>(&self, at: Position, rng: &mut R) -> Position {
-        match self.successor[at.0 as usize] {
-            CONTINUE => Position(at.0 + 1),
+        match at.cell.successor {
+            CONTINUE => Position { index: at.index + 1, cell: self.cells[at.index as usize + 1] },
             DEAD_END => self.sentence_start(rng),
             group => {
                 let group = group as usize;
-                let len = self.groups[group] as usize;
-                Position(self.groups[group + 1 + below(rng, len)] + 1)
+                let len = self.groups[group].index as usize;
+                let next = self.groups[group + 1 + below(rng, len)];
+                Position { index: next.index, cell: next.cell }
             }
         }
     }
 
-    /// The word at `at`, as it appears in the corpus (not escaped).
-    pub fn word(&self, at: Position) -> &str {
-        let id = self.tokens[at.0 as usize] as usize;
-        let start = if id == 0 { 0 } else { self.ends[id - 1] as usize };
-        &self.vocabulary[start..self.ends[id] as usize]
+    /// The word at `at`.
+    #[inline]
+    pub fn word(&self, at: Position) -> Word<'_> {
+        let entry = self.words[at.cell.token as usize];
+        let start = entry.start as usize;
+        Word {
+            text: &self.vocabulary[start..start + entry.len as usize],
+            ends_sentence: entry.flags & ENDS_SENTENCE != 0,
+            needs_escape: entry.flags & NEEDS_ESCAPE != 0,
+        }
     }
 
-    /// Whether the word at `at` ends a sentence.
-    pub fn ends_sentence(&self, at: Position) -> bool {
-        self.flags[self.tokens[at.0 as usize] as usize] & ENDS_SENTENCE != 0
+    /// The position at corpus index `index` (for tests and tools; walks use `step`).
+    pub fn position(&self, index: u32) -> Position {
+        Position { index, cell: self.cells[index as usize] }
     }
 
     /// Corpus length in words.
     pub fn len(&self) -> usize {
-        self.tokens.len()
+        self.cells.len()
     }
 
     /// Whether the corpus is empty (never true for a trained chain).
     pub fn is_empty(&self) -> bool {
-        self.tokens.is_empty()
+        self.cells.is_empty()
     }
 
     /// Number of distinct words.
     pub fn vocabulary_len(&self) -> usize {
-        self.ends.len()
+        self.words.len()
     }
 
     /// Approximate heap bytes held by the model.
     pub fn heap_bytes(&self) -> usize {
         self.vocabulary.capacity()
-            + 4 * (self.ends.capacity()
-                + self.tokens.capacity()
-                + self.successor.capacity()
-                + self.groups.capacity()
-                + self.sentence_starts.capacity())
-            + self.flags.capacity()
+            + size_of::<WordEntry>() * self.words.capacity()
+            + size_of::<Cell>() * self.cells.capacity()
+            + size_of::<GroupEntry>() * self.groups.capacity()
+            + 4 * self.sentence_starts.capacity()
     }
 }
 
-/// A position in the corpus: the chain's state is the `order` words ending here.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Position(u32);
+/// A position in the corpus (the chain's state is the `order` words ending here), carrying a
+/// copy of its cell so that the walk reads each cell once.
+#[derive(Clone, Copy)]
+pub struct Position {
+    index: u32,
+    cell: Cell,
+}
 
 impl Position {
     /// The corpus index, for seeding things that must repeat for the same position.
     pub fn index(self) -> u32 {
-        self.0
+        self.index
     }
+}
+
+/// What `successors` lays out before cells are copied in.
+enum GroupItem {
+    Header(u32),
+    Next(u32),
 }
 
 fn word_flags(word: &str) -> u8 {
     let mut flags = 0;
     if word.chars().next().is_some_and(char::is_uppercase) {
         flags |= STARTS_UPPER;
+    }
+    if word.contains(['&', '<', '>', '"', '\'']) {
+        flags |= NEEDS_ESCAPE;
     }
     let trimmed = word.trim_end_matches(['"', '\'', ')', ']']);
     if trimmed.ends_with(['.', '?', '!']) {
@@ -196,7 +269,7 @@ fn word_flags(word: &str) -> u8 {
 
 /// Builds the successor array and groups: positions sorted by their state, then one pass over
 /// runs of equal states.
-fn successors(tokens: &[u32], order: usize) -> (Vec<u32>, Vec<u32>) {
+fn successors(tokens: &[u32], order: usize) -> (Vec<u32>, Vec<GroupItem>) {
     let len = tokens.len();
     let mut successor = vec![DEAD_END; len];
     // Only positions with a next word and a full state take part; the rest stay dead ends.
@@ -217,8 +290,8 @@ fn successors(tokens: &[u32], order: usize) -> (Vec<u32>, Vec<u32>) {
             successor[run[0] as usize] = CONTINUE;
         } else {
             let group = groups.len() as u32;
-            groups.push(run.len() as u32);
-            groups.extend_from_slice(run);
+            groups.push(GroupItem::Header(run.len() as u32));
+            groups.extend(run.iter().map(|p| GroupItem::Next(p + 1)));
             for &p in run {
                 successor[p as usize] = group;
             }
