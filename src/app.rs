@@ -5,10 +5,14 @@ use std::time::Instant;
 
 use tokio::sync::Semaphore;
 
+use crate::client::ClientIdentity;
+use crate::client_state::ClientStates;
 use crate::config::{Config, DripConfig};
 use crate::corpus::{self, CorpusError};
 use crate::generator::Generator;
 use crate::generator::markov::{Chain, ChainError};
+use crate::geo::{Geo, GeoError};
+use crate::rules::{Rules, RulesError};
 use crate::secret::Secret;
 use crate::trap_url::TrapUrls;
 
@@ -20,6 +24,14 @@ pub struct App {
     pub generator: Generator,
     /// Permits for pages that drip; when none is left, pages go out whole.
     pub drip_slots: Arc<Semaphore>,
+    /// Client addresses and keys.
+    pub identity: ClientIdentity,
+    /// What is remembered per client.
+    pub clients: ClientStates,
+    /// ASN and country databases.
+    pub geo: Geo,
+    /// The live ruleset.
+    pub rules: Rules,
 }
 
 /// A component that could not be built from the config.
@@ -31,12 +43,20 @@ pub enum BuildError {
     /// The corpus cannot train a chain.
     #[error("cannot train the Markov model: {0}")]
     Chain(#[from] ChainError),
+    /// A MaxMind database cannot be used.
+    #[error(transparent)]
+    Geo(#[from] GeoError),
+    /// The rules cannot be loaded.
+    #[error("cannot load the rules: {0}")]
+    Rules(#[from] RulesError),
 }
 
 impl App {
     /// Reads the corpus and trains the model: the slow part of startup.
     pub fn build(config: Config, secret: &Secret) -> Result<App, BuildError> {
         let started = Instant::now();
+        let geo = Geo::open(config.geo.asn.as_deref(), config.geo.country.as_deref())?;
+        let rules = Rules::load(config.rules.clone())?;
         let text = corpus::load(config.corpus.embedded, &config.corpus.paths)?;
         let chain = Chain::train(&text, config.corpus.order)?;
         drop(text);
@@ -50,7 +70,11 @@ impl App {
         let urls = TrapUrls::new(secret.as_bytes());
         let generator = Generator::new(chain, urls, config.trap.page.clone(), secret.as_bytes());
         let drip_slots = Arc::new(Semaphore::new(drip_capacity(&config.trap.drip)));
-        Ok(App { config, generator, drip_slots })
+        let verdict = &config.verdict;
+        let identity =
+            ClientIdentity::new(verdict.trusted_proxies.clone(), verdict.ipv4_prefix, verdict.ipv6_prefix);
+        let clients = ClientStates::new(config.clients.clone());
+        Ok(App { config, generator, drip_slots, identity, clients, geo, rules })
     }
 }
 

@@ -11,7 +11,13 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 pub use self::kdl::{ConfigError, Problem};
+use std::time::Duration;
+
+use ipnet::IpNet;
+
+use crate::client_state::ClientStateConfig;
 use crate::generator::PageSettings;
+use crate::rules::{FailMode, Limits, RulesConfig};
 
 /// The embedded default configuration, which documents every key.
 pub const DEFAULT_KDL: &str = include_str!("config/default.kdl");
@@ -25,10 +31,66 @@ pub struct Config {
     pub secret: Option<String>,
     /// Log line format.
     pub log_format: LogFormat,
+    /// How verdicts are answered and clients identified.
+    pub verdict: VerdictConfig,
+    /// Per-client records.
+    pub clients: ClientStateConfig,
+    /// Enrichment databases.
+    pub geo: GeoConfig,
+    /// The ruleset.
+    pub rules: RulesConfig,
     /// The trap listener and its pages.
     pub trap: TrapConfig,
     /// What the Markov model learns from.
     pub corpus: CorpusConfig,
+}
+
+/// How verdicts are answered and clients identified.
+#[derive(Clone, Debug, PartialEq)]
+pub struct VerdictConfig {
+    /// Enforce or only watch.
+    pub mode: Mode,
+    /// How a trap verdict is answered.
+    pub answer: Answer,
+    /// Status of a trap answer in `Answer::Status` mode.
+    pub trap_status: u16,
+    /// Prefix of redirect targets.
+    pub redirect_prefix: String,
+    /// Peers whose forwarded headers are believed.
+    pub trusted_proxies: Vec<IpNet>,
+    /// IPv4 prefix length of a client key.
+    pub ipv4_prefix: u8,
+    /// IPv6 prefix length of a client key.
+    pub ipv6_prefix: u8,
+}
+
+/// Enforce verdicts, or only report them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mode {
+    /// Answer with the verdict.
+    Enforce,
+    /// Always allow; report the would-be verdict.
+    Shadow,
+}
+
+/// How a trap verdict is answered.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Answer {
+    /// The configured status and a short body.
+    Status,
+    /// 302 to the trap.
+    Redirect,
+    /// 403 with `X-Quagmire-Location` for nginx.
+    Nginx,
+}
+
+/// Enrichment databases.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct GeoConfig {
+    /// ASN database.
+    pub asn: Option<PathBuf>,
+    /// Country database.
+    pub country: Option<PathBuf>,
 }
 
 /// Log line format.
@@ -106,6 +168,28 @@ impl Config {
             listen: unspecified,
             secret: None,
             log_format: LogFormat::Text,
+            verdict: VerdictConfig {
+                mode: Mode::Enforce,
+                answer: Answer::Status,
+                trap_status: 0,
+                redirect_prefix: String::new(),
+                trusted_proxies: Vec::new(),
+                ipv4_prefix: 0,
+                ipv6_prefix: 0,
+            },
+            clients: ClientStateConfig {
+                capacity: 0,
+                idle_timeout: Duration::ZERO,
+                trap_half_life: Duration::ZERO,
+                requests_per_minute: 0,
+            },
+            geo: GeoConfig::default(),
+            rules: RulesConfig {
+                script: None,
+                lists: None,
+                fail: FailMode::Open,
+                limits: Limits { instructions: 0, time: Duration::ZERO, memory: 0 },
+            },
             trap: TrapConfig {
                 listen: unspecified,
                 page: PageSettings { min_bytes: 0, max_bytes: 0, min_links: 0, max_links: 0 },

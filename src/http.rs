@@ -1,13 +1,15 @@
 //! The HTTP surface, in one screen: two listeners and their routes. The only module that knows
 //! axum or HTTP types.
 //!
-//! - verdict listener: `/health` (the forward-auth verdict arrives with the next issue's work);
+//! - verdict listener: `/verdict` (any method; see [`verdict`]) and `/health`;
 //! - trap listener: every method and path is a generated page (see [`trap`]).
 
 pub mod trap;
+pub mod verdict;
 
 use std::future::Future;
 use std::io;
+use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -23,7 +25,7 @@ const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
 
 /// Routes of the verdict listener.
 pub fn verdict_router(app: Arc<App>) -> Router {
-    Router::new().route("/health", any(health)).with_state(app)
+    Router::new().route("/verdict", any(verdict::verdict)).route("/health", any(health)).with_state(app)
 }
 
 /// Routes of the trap listener: everything is a trap page.
@@ -43,9 +45,12 @@ pub async fn serve(
     let wait = |mut stopped: watch::Receiver<bool>| async move {
         let _ = stopped.wait_for(|stop| *stop).await;
     };
+    // Both listeners need the TCP peer: the client, or the proxy whose headers may be believed.
     let verdict =
-        axum::serve(verdict, verdict_router(app.clone())).with_graceful_shutdown(wait(stopped.clone()));
-    let trap = axum::serve(trap, trap_router(app)).with_graceful_shutdown(wait(stopped));
+        axum::serve(verdict, verdict_router(app.clone()).into_make_service_with_connect_info::<SocketAddr>())
+            .with_graceful_shutdown(wait(stopped.clone()));
+    let trap = axum::serve(trap, trap_router(app).into_make_service_with_connect_info::<SocketAddr>())
+        .with_graceful_shutdown(wait(stopped));
     let servers = async { tokio::try_join!(verdict.into_future(), trap.into_future()).map(|_| ()) };
     tokio::pin!(servers);
     tokio::select! {

@@ -5,17 +5,26 @@
 //! that look like an ordinary site, each linking to more of them through URLs that only this
 //! secret can mint and recognise.
 //!
+//! The verdict flow: [`http::verdict`] → [`verdict::decide`] ([`client`] identity, [`geo`]
+//! enrichment, [`client_state`] history, [`rules`]) → response.
+//!
 //! The trap flow: [`http::trap`] → [`generator`] (with [`generator::markov`] and
 //! [`generator::html`]) → page, linking to URLs from [`trap_url`]. Everything is built once by
 //! [`app::App::build`] from a [`config::Config`] before any port is bound. See ARCHITECTURE.md.
 
 pub mod app;
+pub mod client;
+pub mod client_state;
 pub mod config;
 pub mod corpus;
+pub mod facts;
 pub mod generator;
+pub mod geo;
 pub mod http;
+pub mod rules;
 pub mod secret;
 pub mod trap_url;
+pub mod verdict;
 
 pub use app::App;
 pub use config::Config;

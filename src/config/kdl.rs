@@ -9,7 +9,12 @@ use std::sync::Arc;
 use kdl::{KdlDocument, KdlEntry, KdlNode, KdlValue};
 use miette::{NamedSource, SourceSpan};
 
-use super::{Config, LogFormat};
+use std::time::Duration;
+
+use ipnet::IpNet;
+
+use super::{Answer, Config, LogFormat, Mode};
+use crate::rules::FailMode;
 
 /// A config file that cannot be used.
 #[derive(Debug, thiserror::Error, miette::Diagnostic)]
@@ -102,7 +107,15 @@ struct Reader<'a> {
     config: Config,
 }
 
-const TOP_KEYS: &[&str] = &["listen", "secret", "log-format", "trap", "corpus"];
+const TOP_KEYS: &[&str] =
+    &["listen", "secret", "log-format", "verdict", "clients", "geo", "rules", "trap", "corpus"];
+const VERDICT_KEYS: &[&str] =
+    &["mode", "answer", "trap-status", "redirect-prefix", "trusted-proxies", "ipv4-prefix", "ipv6-prefix"];
+const CLIENTS_KEYS: &[&str] =
+    &["capacity", "idle-timeout-seconds", "trap-half-life-seconds", "requests-per-minute"];
+const GEO_KEYS: &[&str] = &["asn", "country"];
+const RULES_KEYS: &[&str] =
+    &["script", "lists", "fail", "instruction-limit", "time-limit-ms", "memory-limit-bytes"];
 const TRAP_KEYS: &[&str] = &["listen", "page-bytes", "links", "drip"];
 const DRIP_KEYS: &[&str] = &["enabled", "bytes-per-second", "chunk-bytes", "max-connections"];
 const CORPUS_KEYS: &[&str] = &["order", "embedded", "path"];
@@ -140,6 +153,30 @@ impl Reader<'_> {
                         }
                     }
                 }
+                "verdict" => {
+                    for child in self.children(node)? {
+                        self.verdict(child)?;
+                    }
+                }
+                "clients" => {
+                    for child in self.children(node)? {
+                        self.clients(child)?;
+                    }
+                }
+                "geo" => {
+                    for child in self.children(node)? {
+                        match child.name().value() {
+                            "asn" => self.config.geo.asn = Some(self.path(child)?),
+                            "country" => self.config.geo.country = Some(self.path(child)?),
+                            _ => return Err(self.unknown(child, "geo", GEO_KEYS)),
+                        }
+                    }
+                }
+                "rules" => {
+                    for child in self.children(node)? {
+                        self.rules(child)?;
+                    }
+                }
                 "trap" => {
                     for child in self.children(node)? {
                         self.trap(child)?;
@@ -154,6 +191,138 @@ impl Reader<'_> {
             }
         }
         Ok(())
+    }
+
+    fn verdict(&mut self, node: &KdlNode) -> Checked<()> {
+        match node.name().value() {
+            "mode" => {
+                self.config.verdict.mode = match self.choice(node, &["enforce", "shadow"])? {
+                    "enforce" => Mode::Enforce,
+                    _ => Mode::Shadow,
+                }
+            }
+            "answer" => {
+                self.config.verdict.answer = match self.choice(node, &["status", "redirect", "nginx"])? {
+                    "status" => Answer::Status,
+                    "redirect" => Answer::Redirect,
+                    _ => Answer::Nginx,
+                }
+            }
+            "trap-status" => {
+                let status = self.integer(node, 300, 599)?;
+                if status == 401 {
+                    return Err(self.problem(
+                        self.argument(node)?.span(),
+                        "401 cannot be the trap status",
+                        "not 401",
+                        Some("nginx passes 401 on with WWW-Authenticate semantics; use 403".into()),
+                    ));
+                }
+                self.config.verdict.trap_status = status as u16;
+            }
+            "redirect-prefix" => {
+                let prefix = self.string(node)?;
+                if !prefix.starts_with('/') || prefix.ends_with('/') {
+                    return Err(self.problem(
+                        self.argument(node)?.span(),
+                        "the redirect prefix must start with / and not end with one",
+                        "for example \"/trap\"",
+                        None,
+                    ));
+                }
+                self.config.verdict.redirect_prefix = prefix;
+            }
+            "trusted-proxies" => {
+                let mut networks = Vec::new();
+                for entry in node.entries() {
+                    let text = match entry.value() {
+                        KdlValue::String(text) if entry.name().is_none() => text,
+                        other => return Err(self.wrong_type(entry, "a network in quotes", other)),
+                    };
+                    let network =
+                        text.parse::<IpNet>().or_else(|_| text.parse::<std::net::IpAddr>().map(IpNet::from));
+                    match network {
+                        Ok(network) => networks.push(network),
+                        Err(_) => {
+                            return Err(self.problem(
+                                entry.span(),
+                                format!("`{text}` is not a network"),
+                                "expected an address or CIDR",
+                                Some("for example \"10.0.0.0/8\" or \"::1\"".into()),
+                            ));
+                        }
+                    }
+                }
+                self.config.verdict.trusted_proxies = networks;
+            }
+            "ipv4-prefix" => self.config.verdict.ipv4_prefix = self.integer(node, 8, 32)? as u8,
+            "ipv6-prefix" => self.config.verdict.ipv6_prefix = self.integer(node, 16, 128)? as u8,
+            _ => return Err(self.unknown(node, "verdict", VERDICT_KEYS)),
+        }
+        Ok(())
+    }
+
+    fn clients(&mut self, node: &KdlNode) -> Checked<()> {
+        match node.name().value() {
+            "capacity" => self.config.clients.capacity = self.integer(node, 1, 100_000_000)? as u64,
+            "idle-timeout-seconds" => {
+                self.config.clients.idle_timeout =
+                    Duration::from_secs(self.integer(node, 1, 31_536_000)? as u64);
+            }
+            "trap-half-life-seconds" => {
+                self.config.clients.trap_half_life =
+                    Duration::from_secs(self.integer(node, 1, 31_536_000)? as u64);
+            }
+            "requests-per-minute" => {
+                self.config.clients.requests_per_minute = self.integer(node, 1, 1_000_000)? as u32;
+            }
+            _ => return Err(self.unknown(node, "clients", CLIENTS_KEYS)),
+        }
+        Ok(())
+    }
+
+    fn rules(&mut self, node: &KdlNode) -> Checked<()> {
+        match node.name().value() {
+            "script" => self.config.rules.script = Some(self.path(node)?),
+            "lists" => self.config.rules.lists = Some(self.path(node)?),
+            "fail" => {
+                self.config.rules.fail = match self.choice(node, &["open", "closed"])? {
+                    "open" => FailMode::Open,
+                    _ => FailMode::Closed,
+                }
+            }
+            "instruction-limit" => {
+                self.config.rules.limits.instructions = self.integer(node, 1000, 1_000_000_000)? as u32;
+            }
+            "time-limit-ms" => {
+                self.config.rules.limits.time = Duration::from_millis(self.integer(node, 1, 60_000)? as u64);
+            }
+            "memory-limit-bytes" => {
+                self.config.rules.limits.memory = self.integer(node, 1 << 20, 1 << 32)?;
+            }
+            _ => return Err(self.unknown(node, "rules", RULES_KEYS)),
+        }
+        Ok(())
+    }
+
+    /// A string value that must be one of `choices`.
+    fn choice(&self, node: &KdlNode, choices: &[&'static str]) -> Checked<&'static str> {
+        let value = self.string(node)?;
+        choices.iter().find(|choice| **choice == value).copied().ok_or_else(|| {
+            let expected =
+                choices.iter().map(|choice| format!("\"{choice}\"")).collect::<Vec<_>>().join(" or ");
+            self.problem(
+                self.argument(node).map(KdlEntry::span).unwrap_or(node.span()),
+                format!("unknown value \"{value}\" for `{}`", node.name().value()),
+                format!("expected {expected}"),
+                None,
+            )
+        })
+    }
+
+    /// A path, resolved against the config file's folder.
+    fn path(&self, node: &KdlNode) -> Checked<PathBuf> {
+        Ok(self.base.join(self.string(node)?))
     }
 
     fn trap(&mut self, node: &KdlNode) -> Checked<()> {
@@ -196,8 +365,8 @@ impl Reader<'_> {
             "order" => self.config.corpus.order = self.integer(node, 2, 6)?,
             "embedded" => self.config.corpus.embedded = self.boolean(node)?,
             "path" => {
-                let path = PathBuf::from(self.string(node)?);
-                self.config.corpus.paths.push(self.base.join(path));
+                let path = self.path(node)?;
+                self.config.corpus.paths.push(path);
             }
             _ => return Err(self.unknown(node, "corpus", CORPUS_KEYS)),
         }

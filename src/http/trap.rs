@@ -1,25 +1,37 @@
-//! The trap handler: request → (host, path) → generated page, optionally dripped slowly.
+//! The trap handler: request → (host, path) → generated page, optionally dripped slowly; the
+//! client it is served to gets a trap hit.
 //!
 //! Traefik's `errors` middleware calls the trap service with the original URL in a `url=` query
 //! parameter; when present, the page is generated for that URL, so a bot sees the same page
 //! whether it reached the trap directly or through Traefik.
 
+use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
 use axum::body::Body;
-use axum::extract::State;
+use axum::extract::{ConnectInfo, State};
 use axum::http::{HeaderMap, HeaderValue, Uri, header};
 use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
 use futures_util::stream;
 
 use crate::app::App;
+use crate::client_state::HitSource;
 
 const HTML: HeaderValue = HeaderValue::from_static("text/html; charset=utf-8");
 
-/// Serves the page for the request's URL.
-pub(crate) async fn page(State(app): State<Arc<App>>, uri: Uri, headers: HeaderMap) -> Response {
+/// Serves the page for the request's URL, and records a trap hit for the client.
+pub(crate) async fn page(
+    State(app): State<Arc<App>>,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    uri: Uri,
+    headers: HeaderMap,
+) -> Response {
+    let forwarded_for = headers.get("x-forwarded-for").and_then(|value| value.to_str().ok());
+    let real_ip = headers.get("x-real-ip").and_then(|value| value.to_str().ok());
+    let client = app.identity.client_address(peer.ip(), forwarded_for, real_ip);
+    app.clients.record_trap_hit(app.identity.key(client), HitSource::TrapListener);
     let (host, target) = page_address(&uri, &headers);
     let body = app.generator.page(&host, &target);
     let drip = &app.config.trap.drip;

@@ -1,0 +1,140 @@
+-- quagmire's default ruleset.
+--
+-- The script returns a list of rules. Rules run in order; the first one that returns "allow" or
+-- "trap" (followed by a reason) decides. A rule that returns nothing passes the request on. A
+-- request that no rule decides is allowed.
+--
+-- `r` is the request, read-only: r.method, r.proto, r.host, r.uri, r.path, r.query,
+-- r.user_agent, r.ip, r.key (the client key: address or IPv6 /64), r.asn, r.asn_org,
+-- r.country, r.trap_hits, r.trap_score (decayed trap hits), r.request_rate, r.rate_limited,
+-- r.is_trap_url, and r:header(name) for any header, case-insensitively.
+--
+-- Helpers: lists.<file name> for each list under rules/lists/ (ai-crawlers.txt is
+-- lists.ai_crawlers); list:find(ua | ip | asn) returns the match or nil; for labelled network
+-- lists, list:claimed(ua) returns the label the user agent names. browser(ua) returns the
+-- family ("chrome", "edge", "firefox", "safari"), major and minor version a UA claims.
+
+-- A client whose decayed trap score reaches this is trapped on every request. With the default
+-- half-life of ten minutes, one stray hit (score 1) never reaches it; a crawler walking the trap
+-- reaches it within a few pages, and stays over it for as long as it keeps walking.
+local TRAP_SCORE_LIMIT = 5
+
+-- Feed readers fetch feeds from servers, often from datacenters; they must always get through.
+local FEED_SUFFIXES = { ".rss", ".atom", ".xml", ".rdf", "/feed", "/feed/", "/rss", "/rss/", "/atom", "/atom/" }
+
+local function is_feed(path)
+  for _, suffix in ipairs(FEED_SUFFIXES) do
+    if path:sub(-#suffix) == suffix then
+      return true
+    end
+  end
+  return path:find("^/feeds?/") ~= nil
+end
+
+-- Browsers that always send Sec-Fetch-* headers to secure origins, from this version on.
+local function sends_fetch_metadata(family, major, minor)
+  if family == "chrome" or family == "edge" then
+    return major >= 80
+  elseif family == "firefox" then
+    return major >= 90
+  elseif family == "safari" then
+    return major > 16 or (major == 16 and minor >= 4)
+  end
+  return false
+end
+
+return {
+  {
+    -- robots.txt tells crawlers what not to fetch, ACME challenges renew certificates, and feeds
+    -- are for feed readers: these are allowed for everyone, even from datacenters.
+    name = "always-allowed-paths",
+    check = function(r)
+      local path = r.path
+      if path == "/robots.txt" then
+        return "allow", "robots.txt"
+      elseif path:find("^/%.well%-known/acme%-challenge/") then
+        return "allow", "ACME challenge"
+      elseif is_feed(path) then
+        return "allow", "feed"
+      end
+    end,
+  },
+  {
+    -- Search engines whose crawlers come from their published ranges are allowed; a client that
+    -- claims to be one from anywhere else is an impostor.
+    name = "search-engines",
+    check = function(r)
+      local claimed = lists.search_engines:claimed(r.user_agent)
+      if claimed == nil then
+        return
+      end
+      if lists.search_engines:find(r.ip) == claimed then
+        return "allow", "verified " .. claimed
+      end
+      return "trap", "impostor claiming " .. claimed
+    end,
+  },
+  {
+    -- No human ever sees a trap URL, so asking for one is proof enough, from any address.
+    name = "trap-url",
+    check = function(r)
+      if r.is_trap_url then
+        return "trap", "asked for a trap URL"
+      end
+    end,
+  },
+  {
+    -- A client that recently walked the trap keeps getting it, including its IPv6 /64 neighbours.
+    name = "trap-score",
+    check = function(r)
+      if r.trap_score >= TRAP_SCORE_LIMIT then
+        return "trap", string.format("trap score %.1f", r.trap_score)
+      end
+    end,
+  },
+  {
+    -- AI crawlers and scrapers that say who they are, and headless browsers (ai-crawlers.txt,
+    -- matched as whole tokens so that "BarcodeReader" is not "Code").
+    name = "ai-crawlers",
+    check = function(r)
+      local token = lists.ai_crawlers:find(r.user_agent)
+      if token then
+        return "trap", "user agent " .. token
+      end
+    end,
+  },
+  {
+    -- Every browser and every honest client sends a User-Agent.
+    name = "no-user-agent",
+    check = function(r)
+      if r.user_agent == "" then
+        return "trap", "no user agent"
+      end
+    end,
+  },
+  {
+    -- A UA claiming a browser version that always sends Sec-Fetch-* over HTTPS, on an HTTPS request
+    -- without them, is lying. Over plain HTTP browsers send none, so that is no evidence.
+    name = "lying-browser",
+    check = function(r)
+      if r.proto ~= "https" or r:header("sec-fetch-mode") ~= nil then
+        return
+      end
+      local family, major, minor = browser(r.user_agent)
+      if family and sends_fetch_metadata(family, major, minor) then
+        return "trap", string.format("claims %s %d without Sec-Fetch-*", family, major)
+      end
+    end,
+  },
+  {
+    -- Generic HTTP libraries from datacenter and cloud networks are scrapers; from home and office
+    -- networks they are more often scripts people run, so they pass.
+    name = "http-library-from-datacenter",
+    check = function(r)
+      local library = lists.http_libraries:find(r.user_agent)
+      if library and r.asn and lists.datacenter_asns:find(r.asn) then
+        return "trap", string.format("%s from AS%d", library, r.asn)
+      end
+    end,
+  },
+}

@@ -1,0 +1,289 @@
+//! What quagmire remembers about each client: trap hits with time decay and request rate.
+//!
+//! A bounded moka cache maps a [`ClientKey`] to a small record, so memory stays bounded however
+//! many clients there are (the least useful records are evicted). Each record has its own lock;
+//! nothing here takes a global lock. The trap score decays exponentially with a configurable
+//! half-life, so a burst of trap hits counts far more than the same hits spread over a week.
+
+use std::num::NonZeroU32;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime};
+
+use governor::{DefaultDirectRateLimiter, Quota, RateLimiter};
+use moka::sync::Cache;
+
+use crate::client::ClientKey;
+
+/// Settings for the per-client records.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ClientStateConfig {
+    /// Most clients remembered at once.
+    pub capacity: u64,
+    /// A client not seen for this long is forgotten.
+    pub idle_timeout: Duration,
+    /// Time for a trap hit's weight in the score to halve.
+    pub trap_half_life: Duration,
+    /// Sustained requests per minute before a client counts as rate-limited.
+    pub requests_per_minute: u32,
+}
+
+/// A client's recent behaviour, as the rules see it.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct History {
+    /// Trap hits ever recorded (while remembered).
+    pub trap_hits: u64,
+    /// Trap hits with decay: about the number of recent hits.
+    pub trap_score: f64,
+    /// Recent requests, each weighted by a one-minute half-life: for a steady rate this settles
+    /// at about 1.44 × requests per minute.
+    pub request_rate: f64,
+    /// Whether the client is over its request quota right now.
+    pub rate_limited: bool,
+}
+
+/// Where a trap hit was seen.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum HitSource {
+    /// The trap listener served the client a page.
+    TrapListener,
+    /// The client asked the verdict about a trap URL.
+    TrapUrl,
+}
+
+/// A client's record, for the admin view.
+#[derive(Clone, Debug)]
+pub struct ClientSnapshot {
+    /// The client.
+    pub key: ClientKey,
+    /// Its history now.
+    pub history: History,
+    /// When it was first seen.
+    pub first_seen: SystemTime,
+    /// When it was last seen.
+    pub last_seen: SystemTime,
+}
+
+/// All client records.
+pub struct ClientStates {
+    cache: Cache<ClientKey, Arc<Record>>,
+    config: ClientStateConfig,
+    quota: Quota,
+}
+
+struct Record {
+    inner: Mutex<Inner>,
+    limiter: DefaultDirectRateLimiter,
+}
+
+struct Inner {
+    trap_hits: u64,
+    trap_score: f64,
+    request_rate: f64,
+    updated: Instant,
+    first_seen: SystemTime,
+    last_seen: SystemTime,
+}
+
+/// Half-life of a request's weight in `request_rate`.
+const RATE_HALF_LIFE: Duration = Duration::from_secs(60);
+
+impl ClientStates {
+    /// An empty set of records.
+    pub fn new(config: ClientStateConfig) -> Self {
+        let cache = Cache::builder().max_capacity(config.capacity).time_to_idle(config.idle_timeout).build();
+        let per_minute = NonZeroU32::new(config.requests_per_minute.max(1)).expect("at least one");
+        let quota = Quota::per_minute(per_minute);
+        ClientStates { cache, config, quota }
+    }
+
+    /// Records a request from `key` and returns its history including this request.
+    pub fn observe_request(&self, key: ClientKey) -> History {
+        let record = self.record(key);
+        let rate_limited = record.limiter.check().is_err();
+        let mut inner = record.inner.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        let now = Instant::now();
+        inner.decay(now, &self.config);
+        inner.request_rate += 1.0;
+        inner.last_seen = SystemTime::now();
+        History { rate_limited, ..inner.history() }
+    }
+
+    /// Records a trap hit for `key`.
+    pub fn record_trap_hit(&self, key: ClientKey, _source: HitSource) -> History {
+        let record = self.record(key);
+        let mut inner = record.inner.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        inner.decay(Instant::now(), &self.config);
+        inner.trap_hits += 1;
+        inner.trap_score += 1.0;
+        inner.last_seen = SystemTime::now();
+        inner.history()
+    }
+
+    /// The history of `key` without recording anything.
+    pub fn history(&self, key: ClientKey) -> History {
+        match self.cache.get(&key) {
+            Some(record) => {
+                let mut inner = record.inner.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+                inner.decay(Instant::now(), &self.config);
+                inner.history()
+            }
+            None => History::default(),
+        }
+    }
+
+    /// Up to `limit` clients with the highest trap scores.
+    pub fn most_trapped(&self, limit: usize) -> Vec<ClientSnapshot> {
+        let now = Instant::now();
+        let mut all: Vec<ClientSnapshot> = self
+            .cache
+            .iter()
+            .filter_map(|(key, record)| {
+                let mut inner = record.inner.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+                inner.decay(now, &self.config);
+                (inner.trap_hits > 0).then(|| ClientSnapshot {
+                    key: *key,
+                    history: inner.history(),
+                    first_seen: inner.first_seen,
+                    last_seen: inner.last_seen,
+                })
+            })
+            .collect();
+        all.sort_by(|a, b| b.history.trap_score.total_cmp(&a.history.trap_score));
+        all.truncate(limit);
+        all
+    }
+
+    /// Records currently held.
+    pub fn len(&self) -> u64 {
+        self.cache.run_pending_tasks();
+        self.cache.entry_count()
+    }
+
+    /// Whether no client is remembered.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    fn record(&self, key: ClientKey) -> Arc<Record> {
+        self.cache.get_with(key, || {
+            let now = SystemTime::now();
+            Arc::new(Record {
+                inner: Mutex::new(Inner {
+                    trap_hits: 0,
+                    trap_score: 0.0,
+                    request_rate: 0.0,
+                    updated: Instant::now(),
+                    first_seen: now,
+                    last_seen: now,
+                }),
+                limiter: RateLimiter::direct(self.quota),
+            })
+        })
+    }
+}
+
+impl Inner {
+    fn decay(&mut self, now: Instant, config: &ClientStateConfig) {
+        let elapsed = now.saturating_duration_since(self.updated).as_secs_f64();
+        if elapsed > 0.0 {
+            self.trap_score *= (-elapsed * ln2_over(config.trap_half_life)).exp();
+            self.request_rate *= (-elapsed * ln2_over(RATE_HALF_LIFE)).exp();
+            self.updated = now;
+        }
+    }
+
+    fn history(&self) -> History {
+        History {
+            trap_hits: self.trap_hits,
+            trap_score: self.trap_score,
+            request_rate: self.request_rate,
+            rate_limited: false,
+        }
+    }
+}
+
+/// ln 2 / half-life: the decay constant per second.
+fn ln2_over(half_life: Duration) -> f64 {
+    std::f64::consts::LN_2 / half_life.as_secs_f64().max(0.001)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::client::ClientIdentity;
+
+    fn states(half_life: Duration) -> ClientStates {
+        ClientStates::new(ClientStateConfig {
+            capacity: 1000,
+            idle_timeout: Duration::from_secs(3600),
+            trap_half_life: half_life,
+            requests_per_minute: 5,
+        })
+    }
+
+    fn key(text: &str) -> ClientKey {
+        ClientIdentity::new(vec![], 32, 64).key(text.parse().unwrap())
+    }
+
+    #[test]
+    fn hits_accumulate_per_client() {
+        let states = states(Duration::from_secs(600));
+        for _ in 0..20 {
+            states.record_trap_hit(key("192.0.2.1"), HitSource::TrapListener);
+        }
+        let history = states.history(key("192.0.2.1"));
+        assert_eq!(history.trap_hits, 20);
+        assert!(history.trap_score > 19.9 && history.trap_score <= 20.0, "{history:?}");
+        assert_eq!(states.history(key("192.0.2.2")), History::default());
+    }
+
+    #[test]
+    fn the_score_halves_every_half_life() {
+        let states = states(Duration::from_millis(100));
+        for _ in 0..8 {
+            states.record_trap_hit(key("192.0.2.1"), HitSource::TrapUrl);
+        }
+        std::thread::sleep(Duration::from_millis(200));
+        let history = states.history(key("192.0.2.1"));
+        assert_eq!(history.trap_hits, 8);
+        // Two half-lives (and a little scheduling slack): about 2 left of 8.
+        assert!(history.trap_score < 2.2 && history.trap_score > 1.0, "{history:?}");
+    }
+
+    #[test]
+    fn requests_beyond_the_quota_are_rate_limited() {
+        let states = states(Duration::from_secs(600));
+        let limited: Vec<bool> =
+            (0..8).map(|_| states.observe_request(key("192.0.2.1")).rate_limited).collect();
+        assert_eq!(limited, [false, false, false, false, false, true, true, true]);
+        assert!(!states.observe_request(key("192.0.2.2")).rate_limited);
+        assert!(states.history(key("192.0.2.1")).request_rate > 7.0);
+    }
+
+    #[test]
+    fn capacity_bounds_the_records() {
+        let states = ClientStates::new(ClientStateConfig {
+            capacity: 100,
+            idle_timeout: Duration::from_secs(3600),
+            trap_half_life: Duration::from_secs(600),
+            requests_per_minute: 60,
+        });
+        for i in 0..5000u32 {
+            states.observe_request(key(&std::net::Ipv4Addr::from(i).to_string()));
+        }
+        assert!(states.len() <= 110, "{} records", states.len());
+    }
+
+    #[test]
+    fn most_trapped_lists_by_score() {
+        let states = states(Duration::from_secs(600));
+        for (client, hits) in [("192.0.2.1", 3), ("192.0.2.2", 9), ("192.0.2.3", 1)] {
+            for _ in 0..hits {
+                states.record_trap_hit(key(client), HitSource::TrapListener);
+            }
+        }
+        states.observe_request(key("192.0.2.4"));
+        let top: Vec<String> = states.most_trapped(2).iter().map(|c| c.key.to_string()).collect();
+        assert_eq!(top, ["192.0.2.2", "192.0.2.1"]);
+    }
+}

@@ -1,0 +1,131 @@
+//! The forward-auth handler: the proxy's auth request → [`ForwardedRequest`] → decision →
+//! status and headers the proxy acts on.
+//!
+//! Every response carries every header an integration copies (`X-Quagmire-Verdict`,
+//! `X-Quagmire-Rule`, `X-Quagmire-Location`), empty when there is nothing to say, because Caddy
+//! 2.6 writes a literal placeholder for a header that is missing.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use axum::body::Body;
+use axum::extract::{ConnectInfo, State};
+use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
+use axum::response::Response;
+
+use crate::app::App;
+use crate::config::{Answer, Mode};
+use crate::rules::Verdict;
+use crate::verdict::{ForwardedRequest, Judgement, decide};
+
+/// The body of a trap answer in status mode: bland, since stock proxies may show it.
+const TRAP_BODY: &str = "Forbidden\n";
+
+/// Judges the request the proxy forwarded.
+pub(crate) async fn verdict(
+    State(app): State<Arc<App>>,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    method: Method,
+    headers: HeaderMap,
+) -> Response {
+    let request = forwarded_request(Some(peer), &method, &headers);
+    let judgement = decide(&app, request);
+    respond(&app, &judgement)
+}
+
+/// Rebuilds the judged request from the forward-auth headers.
+pub fn forwarded_request(peer: Option<SocketAddr>, method: &Method, headers: &HeaderMap) -> ForwardedRequest {
+    let text = |name: &str| {
+        headers.get(name).map(|value| String::from_utf8_lossy(value.as_bytes()).trim().to_string())
+    };
+    let first = |name: &str| text(name).map(|value| value.split(',').next().unwrap_or("").trim().to_string());
+    ForwardedRequest {
+        peer: peer.map(|peer| peer.ip()),
+        method: first("x-forwarded-method").unwrap_or_else(|| method.as_str().to_string()),
+        proto: first("x-forwarded-proto")
+            .map(|proto| proto.to_ascii_lowercase())
+            .unwrap_or_else(|| "http".into()),
+        host: first("x-forwarded-host").or_else(|| text("host")).unwrap_or_default(),
+        uri: text("x-forwarded-uri")
+            .or_else(|| text("x-original-uri"))
+            .filter(|uri| !uri.is_empty())
+            .unwrap_or_else(|| "/".into()),
+        headers: headers
+            .iter()
+            .map(|(name, value)| {
+                (name.as_str().to_string(), String::from_utf8_lossy(value.as_bytes()).into_owned())
+            })
+            .collect(),
+    }
+}
+
+fn respond(app: &App, judgement: &Judgement) -> Response {
+    let config = &app.config.verdict;
+    let decision = &judgement.decision;
+    let facts = &judgement.facts;
+    let shadow = config.mode == Mode::Shadow;
+    if decision.verdict == Verdict::Trap {
+        tracing::info!(
+            rule = %decision.rule,
+            reason = %decision.reason,
+            client = %facts.key,
+            asn = facts.geo.asn.unwrap_or(0),
+            user_agent = %facts.user_agent(),
+            uri = %facts.uri,
+            shadow,
+            "trap"
+        );
+    } else {
+        tracing::debug!(rule = %decision.rule, client = %facts.key, uri = %facts.uri, "allow");
+    }
+    let location = match (decision.verdict, config.answer) {
+        (Verdict::Trap, Answer::Redirect | Answer::Nginx) => redirect_target(&config.redirect_prefix, facts),
+        _ => String::new(),
+    };
+    let (status, body) = match (decision.verdict, shadow, config.answer) {
+        (Verdict::Allow, ..) | (Verdict::Trap, true, _) => (StatusCode::OK, ""),
+        (Verdict::Trap, false, Answer::Status) => {
+            (StatusCode::from_u16(config.trap_status).unwrap_or(StatusCode::FORBIDDEN), TRAP_BODY)
+        }
+        (Verdict::Trap, false, Answer::Redirect) => (StatusCode::FOUND, ""),
+        (Verdict::Trap, false, Answer::Nginx) => (StatusCode::FORBIDDEN, ""),
+    };
+    let mut response = Response::new(Body::from(body));
+    *response.status_mut() = status;
+    let headers = response.headers_mut();
+    headers.insert("x-quagmire-verdict", HeaderValue::from_static(decision.verdict.as_str()));
+    headers.insert("x-quagmire-rule", header_value(&decision.rule));
+    headers.insert(
+        "x-quagmire-location",
+        header_value(if config.answer == Answer::Nginx { &location } else { "" }),
+    );
+    headers.insert("x-quagmire-mode", HeaderValue::from_static(if shadow { "shadow" } else { "enforce" }));
+    headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    if status == StatusCode::FOUND {
+        headers.insert(header::LOCATION, header_value(&location));
+    }
+    if !body.is_empty() {
+        headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("text/plain; charset=utf-8"));
+    }
+    response
+}
+
+/// `proto://host/prefix/uri`, from the forwarded proto and host, so that Traefik need not
+/// resolve a relative Location against the verdict's own address.
+fn redirect_target(prefix: &str, facts: &crate::facts::Facts) -> String {
+    let proto = if facts.proto == "https" { "https" } else { "http" };
+    if facts.host.is_empty() {
+        format!("{prefix}{}", facts.uri)
+    } else {
+        format!("{proto}://{}{prefix}{}", facts.host, facts.uri)
+    }
+}
+
+/// A header value from text that may hold anything: invalid characters become `?`.
+fn header_value(text: &str) -> HeaderValue {
+    HeaderValue::from_str(text).unwrap_or_else(|_| {
+        let cleaned: String =
+            text.chars().map(|c| if c.is_ascii_graphic() || c == ' ' { c } else { '?' }).collect();
+        HeaderValue::from_str(&cleaned).unwrap_or(HeaderValue::from_static(""))
+    })
+}

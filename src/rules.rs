@@ -1,0 +1,258 @@
+//! Rules: operator-written Lua that turns [`Facts`] into a verdict, and the lists it consults.
+//!
+//! A script returns a list of rules, each `{ name = "...", check = function(r) ... end }`. Rules
+//! run in order; the first that returns `"allow"` or `"trap"` (with a reason) decides, and a
+//! request no rule decides is allowed. Lua is sandboxed and limited per call (see [`lua`]); a
+//! rule that fails or runs over a limit gets the configured fail mode and is logged and counted,
+//! so a broken rule never stalls or crashes the service.
+//!
+//! Rules and lists are compiled once per (re)load. Each worker thread keeps its own Lua state and
+//! rebuilds it when the generation changes, so the request path takes no global lock.
+
+pub mod lists;
+mod lua;
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use arc_swap::ArcSwap;
+
+use crate::facts::Facts;
+use lists::List;
+
+/// The embedded default ruleset.
+pub const DEFAULT_SCRIPT: (&str, &str) = ("rules/default.lua", include_str!("../rules/default.lua"));
+
+/// The embedded default lists (file name, text).
+pub const DEFAULT_LISTS: &[(&str, &str)] = &[
+    ("ai-crawlers.txt", include_str!("../rules/lists/ai-crawlers.txt")),
+    ("http-libraries.txt", include_str!("../rules/lists/http-libraries.txt")),
+    ("search-engines.txt", include_str!("../rules/lists/search-engines.txt")),
+    ("ai-crawler-ranges.txt", include_str!("../rules/lists/ai-crawler-ranges.txt")),
+    ("datacenter-asns.txt", include_str!("../rules/lists/datacenter-asns.txt")),
+];
+
+/// What a request gets.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Verdict {
+    /// Let it through to the site.
+    Allow,
+    /// Send it to the trap.
+    Trap,
+}
+
+impl Verdict {
+    /// `allow` or `trap`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Verdict::Allow => "allow",
+            Verdict::Trap => "trap",
+        }
+    }
+}
+
+/// The outcome of evaluating the rules for one request.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Decision {
+    /// The verdict.
+    pub verdict: Verdict,
+    /// The deciding rule's name, or empty when no rule decided.
+    pub rule: String,
+    /// The deciding rule's reason.
+    pub reason: String,
+}
+
+/// What one rule did, for `explain`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RuleOutcome {
+    /// The rule.
+    pub rule: String,
+    /// `pass`, `allow`, `trap`, or `error: ...`.
+    pub result: String,
+}
+
+/// What to do when a rule fails or runs over a limit.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FailMode {
+    /// Skip the rule, as if it had passed.
+    Open,
+    /// Trap the request.
+    Closed,
+}
+
+/// Limits on each rule call and each Lua state.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Limits {
+    /// VM instructions per rule call.
+    pub instructions: u32,
+    /// Wall time per rule call.
+    pub time: Duration,
+    /// Bytes of memory per Lua state.
+    pub memory: usize,
+}
+
+/// Where rules come from.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RulesConfig {
+    /// The script; `None` is the embedded default.
+    pub script: Option<PathBuf>,
+    /// A folder of list files; `None` is the embedded default lists.
+    pub lists: Option<PathBuf>,
+    /// Fail mode for rules that error.
+    pub fail: FailMode,
+    /// Per-call and per-state limits.
+    pub limits: Limits,
+}
+
+/// A ruleset that cannot be loaded.
+#[derive(Debug, thiserror::Error)]
+pub enum RulesError {
+    /// A file could not be read.
+    #[error("cannot read {path}: {source}")]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// A list entry is malformed.
+    #[error("rules list {file}, line {line}: {message}")]
+    List {
+        /// The list file.
+        file: String,
+        /// 1-based line.
+        line: usize,
+        /// What is wrong.
+        message: String,
+    },
+    /// The script does not compile or does not return a list of rules.
+    #[error("{0}")]
+    Script(String),
+}
+
+/// A compiled ruleset: the script's source and the lists, with a generation number.
+pub struct Compiled {
+    generation: u64,
+    name: String,
+    source: String,
+    lists: HashMap<String, Arc<List>>,
+    rule_names: Vec<String>,
+    fail: FailMode,
+    limits: Limits,
+}
+
+impl Compiled {
+    /// Names of the rules, in order.
+    pub fn rule_names(&self) -> &[String] {
+        &self.rule_names
+    }
+
+    /// Names and kinds of the loaded lists.
+    pub fn lists(&self) -> impl Iterator<Item = (&str, &List)> {
+        self.lists.iter().map(|(name, list)| (name.as_str(), list.as_ref()))
+    }
+}
+
+/// The live ruleset, swapped whole on reload.
+pub struct Rules {
+    config: RulesConfig,
+    current: ArcSwap<Compiled>,
+    generations: AtomicU64,
+}
+
+impl Rules {
+    /// Loads the configured script and lists; errors name the file (and line).
+    pub fn load(config: RulesConfig) -> Result<Rules, RulesError> {
+        let compiled = compile(&config, 1)?;
+        Ok(Rules { config, current: ArcSwap::from_pointee(compiled), generations: AtomicU64::new(1) })
+    }
+
+    /// Loads the rules again; on error the running ruleset stays.
+    pub fn reload(&self) -> Result<Arc<Compiled>, RulesError> {
+        let generation = self.generations.fetch_add(1, Ordering::Relaxed) + 1;
+        let compiled = Arc::new(compile(&self.config, generation)?);
+        self.current.store(compiled.clone());
+        Ok(compiled)
+    }
+
+    /// The ruleset in use.
+    pub fn current(&self) -> Arc<Compiled> {
+        self.current.load_full()
+    }
+
+    /// Files to watch for changes.
+    pub fn watched_files(&self) -> Vec<PathBuf> {
+        let mut files: Vec<PathBuf> = self.config.script.iter().cloned().collect();
+        if let Some(folder) = &self.config.lists {
+            files.push(folder.clone());
+            if let Ok(entries) = std::fs::read_dir(folder) {
+                files.extend(entries.filter_map(|entry| entry.ok().map(|entry| entry.path())));
+            }
+        }
+        files
+    }
+
+    /// Runs the rules on `facts`.
+    pub fn evaluate(&self, facts: &Facts) -> (Decision, Vec<RuleOutcome>) {
+        let compiled = self.current.load();
+        lua::evaluate(&compiled, facts)
+    }
+}
+
+fn compile(config: &RulesConfig, generation: u64) -> Result<Compiled, RulesError> {
+    let (name, source) = match &config.script {
+        Some(path) => (path.display().to_string(), read(path)?),
+        None => (DEFAULT_SCRIPT.0.to_string(), DEFAULT_SCRIPT.1.to_string()),
+    };
+    let mut lists = HashMap::new();
+    match &config.lists {
+        Some(folder) => {
+            let entries = std::fs::read_dir(folder)
+                .map_err(|source| RulesError::Read { path: folder.clone(), source })?;
+            let mut files: Vec<PathBuf> = entries
+                .filter_map(|entry| entry.ok().map(|entry| entry.path()))
+                .filter(|path| path.extension().is_some_and(|ext| ext == "txt"))
+                .collect();
+            files.sort();
+            for path in files {
+                let file = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+                lists.insert(
+                    list_name(&file),
+                    Arc::new(List::parse(&path.display().to_string(), &read(&path)?)?),
+                );
+            }
+        }
+        None => {
+            for (file, text) in DEFAULT_LISTS {
+                lists.insert(list_name(file), Arc::new(List::parse(&format!("rules/lists/{file}"), text)?));
+            }
+        }
+    }
+    let mut compiled = Compiled {
+        generation,
+        name,
+        source,
+        lists,
+        rule_names: Vec::new(),
+        fail: config.fail,
+        limits: config.limits.clone(),
+    };
+    // Build one state now, so that a script that does not compile or run is an error at load.
+    compiled.rule_names = lua::check(&compiled)?;
+    Ok(compiled)
+}
+
+/// `ai-crawlers.txt` is `lists.ai_crawlers` in Lua.
+fn list_name(file: &str) -> String {
+    file.trim_end_matches(".txt").replace(['-', '.'], "_")
+}
+
+fn read(path: &Path) -> Result<String, RulesError> {
+    std::fs::read_to_string(path).map_err(|source| RulesError::Read { path: path.to_path_buf(), source })
+}
+
+#[cfg(test)]
+mod tests;

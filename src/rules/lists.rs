@@ -1,0 +1,339 @@
+//! Lists the rules consult, compiled once at load: user-agent tokens (matched as whole tokens,
+//! case-insensitively, with Aho-Corasick), networks (prefix sets, optionally labelled) and ASNs.
+//!
+//! A list file has one entry per line; `#` starts a comment. Its kind follows from its entries:
+//! `<number> [name]` is an ASN list, `[label] <cidr>` a network list, anything else a list of
+//! user-agent tokens (one per line, spaces allowed).
+
+use std::collections::{HashMap, HashSet};
+use std::net::IpAddr;
+
+use aho_corasick::{AhoCorasick, AhoCorasickBuilder, MatchKind};
+use ipnet::IpNet;
+
+use super::RulesError;
+
+/// A compiled list.
+pub enum List {
+    /// User-agent product tokens.
+    Tokens(TokenList),
+    /// Network prefixes, each with a label (such as the crawler that publishes it).
+    Networks(NetworkList),
+    /// Autonomous system numbers with names.
+    Asns(AsnList),
+}
+
+impl List {
+    /// Parses the list file `name` (for errors) from `text`.
+    pub fn parse(name: &str, text: &str) -> Result<List, RulesError> {
+        let entries: Vec<(usize, &str)> = text
+            .lines()
+            .enumerate()
+            .map(|(index, line)| (index + 1, line.split('#').next().unwrap_or("").trim()))
+            .filter(|(_, line)| !line.is_empty())
+            .collect();
+        let first = entries.first().map_or("", |(_, line)| line);
+        let first_field = first.split_whitespace().next().unwrap_or("");
+        let bad = |line: usize, message: String| RulesError::List { file: name.to_string(), line, message };
+        if first_field.bytes().all(|b| b.is_ascii_digit()) && !first_field.is_empty() {
+            let mut asns = HashMap::new();
+            for (line, entry) in entries {
+                let (number, label) = entry.split_once(char::is_whitespace).unwrap_or((entry, ""));
+                let number =
+                    number.parse::<u32>().map_err(|_| bad(line, format!("`{number}` is not an ASN")))?;
+                asns.insert(number, label.trim().to_string());
+            }
+            return Ok(List::Asns(AsnList { asns }));
+        }
+        if first
+            .split_whitespace()
+            .any(|field| field.parse::<IpNet>().is_ok() || field.parse::<IpAddr>().is_ok())
+        {
+            let mut networks = NetworkList::default();
+            for (line, entry) in entries {
+                let fields: Vec<&str> = entry.split_whitespace().collect();
+                let (label, network) = match fields.as_slice() {
+                    [network] => ("", *network),
+                    [label, network] => (*label, *network),
+                    _ => return Err(bad(line, "expected `[label] <cidr>`".into())),
+                };
+                let network = network
+                    .parse::<IpNet>()
+                    .or_else(|_| network.parse::<IpAddr>().map(IpNet::from))
+                    .map_err(|_| bad(line, format!("`{network}` is not a network")))?;
+                networks.insert(network, label);
+            }
+            networks.label_tokens =
+                TokenList::new(networks.labels().into_iter().map(str::to_string).collect());
+            return Ok(List::Networks(networks));
+        }
+        // A token entry is the whole line, spaces included ("ChatGPT Agent" is one entry).
+        let tokens = entries.into_iter().map(|(_, entry)| entry.to_string()).collect();
+        Ok(List::Tokens(TokenList::new(tokens)))
+    }
+
+    /// A short name of the list's kind, for messages.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            List::Tokens(_) => "user-agent tokens",
+            List::Networks(_) => "networks",
+            List::Asns(_) => "ASNs",
+        }
+    }
+
+    /// Entries in the list.
+    pub fn len(&self) -> usize {
+        match self {
+            List::Tokens(list) => list.tokens.len(),
+            List::Networks(list) => list.len,
+            List::Asns(list) => list.asns.len(),
+        }
+    }
+
+    /// Whether the list has no entries.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// User-agent tokens matched as whole tokens: `Code` matches `Code/1.0` or `foo Code` but not
+/// `BarcodeReader/2.0` or `Unicode-Feed-Reader/1.0`.
+pub struct TokenList {
+    matcher: AhoCorasick,
+    tokens: Vec<String>,
+}
+
+impl TokenList {
+    /// Compiles `tokens`.
+    pub fn new(tokens: Vec<String>) -> TokenList {
+        let matcher = AhoCorasickBuilder::new()
+            .ascii_case_insensitive(true)
+            .match_kind(MatchKind::Standard)
+            .build(&tokens)
+            .expect("a token list within aho-corasick's limits");
+        TokenList { matcher, tokens }
+    }
+
+    /// The first token found in `text` as a whole token.
+    pub fn find(&self, text: &str) -> Option<&str> {
+        let bytes = text.as_bytes();
+        self.matcher
+            .find_overlapping_iter(text)
+            .find(|found| {
+                let before = found.start().checked_sub(1).map(|i| bytes[i]);
+                let after = bytes.get(found.end()).copied();
+                before.is_none_or(|b| !is_token_char(b)) && after.is_none_or(|b| !is_token_char(b))
+            })
+            .map(|found| self.tokens[found.pattern().as_usize()].as_str())
+    }
+}
+
+/// Characters that continue a user-agent token: letters, digits, `-` and `_`. Anything else
+/// (`/version`, `;`, space, brackets, `,`) ends it.
+fn is_token_char(byte: u8) -> bool {
+    byte.is_ascii_alphanumeric() || byte == b'-' || byte == b'_'
+}
+
+/// Network prefixes grouped by length, so a lookup is one hash probe per distinct length.
+pub struct NetworkList {
+    v4: HashMap<u8, HashMap<u32, u32>>,
+    v6: HashMap<u8, HashMap<u128, u32>>,
+    labels: Vec<String>,
+    label_ids: HashMap<String, u32>,
+    /// The labels as user-agent tokens, for `claimed`.
+    label_tokens: TokenList,
+    len: usize,
+}
+
+impl Default for NetworkList {
+    fn default() -> Self {
+        NetworkList {
+            v4: HashMap::new(),
+            v6: HashMap::new(),
+            labels: Vec::new(),
+            label_ids: HashMap::new(),
+            label_tokens: TokenList::new(Vec::new()),
+            len: 0,
+        }
+    }
+}
+
+impl NetworkList {
+    /// The label a user agent names as a whole token: which of the list's crawlers it claims.
+    pub fn claimed(&self, user_agent: &str) -> Option<&str> {
+        self.label_tokens.find(user_agent)
+    }
+
+    fn insert(&mut self, network: IpNet, label: &str) {
+        let label = match self.label_ids.get(label) {
+            Some(&id) => id,
+            None => {
+                let id = self.labels.len() as u32;
+                self.labels.push(label.to_string());
+                self.label_ids.insert(label.to_string(), id);
+                id
+            }
+        };
+        match network.trunc() {
+            IpNet::V4(net) => {
+                self.v4.entry(net.prefix_len()).or_default().insert(u32::from(net.network()), label);
+            }
+            IpNet::V6(net) => {
+                self.v6.entry(net.prefix_len()).or_default().insert(u128::from(net.network()), label);
+            }
+        }
+        self.len += 1;
+    }
+
+    /// The label of a prefix containing `address` (empty for unlabelled lists), if any.
+    pub fn find(&self, address: IpAddr) -> Option<&str> {
+        let label = match address {
+            IpAddr::V4(v4) => {
+                let bits = u32::from(v4);
+                self.v4.iter().find_map(|(&len, set)| {
+                    let mask = if len == 0 { 0 } else { u32::MAX << (32 - u32::from(len)) };
+                    set.get(&(bits & mask)).copied()
+                })
+            }
+            IpAddr::V6(v6) => {
+                if let Some(v4) = v6.to_ipv4_mapped() {
+                    return self.find(IpAddr::V4(v4));
+                }
+                let bits = u128::from(v6);
+                self.v6.iter().find_map(|(&len, set)| {
+                    let mask = if len == 0 { 0 } else { u128::MAX << (128 - u32::from(len)) };
+                    set.get(&(bits & mask)).copied()
+                })
+            }
+        }?;
+        Some(&self.labels[label as usize])
+    }
+
+    /// Labels in the list (for example the crawlers whose ranges it holds).
+    pub fn labels(&self) -> HashSet<&str> {
+        self.labels.iter().map(String::as_str).filter(|label| !label.is_empty()).collect()
+    }
+}
+
+/// ASNs with their names.
+pub struct AsnList {
+    asns: HashMap<u32, String>,
+}
+
+impl AsnList {
+    /// The name of `asn` if it is in the list (empty when the list gives none).
+    pub fn find(&self, asn: u32) -> Option<&str> {
+        self.asns.get(&asn).map(String::as_str)
+    }
+}
+
+/// A browser a user agent claims to be.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BrowserClaim {
+    /// `chrome`, `edge`, `firefox` or `safari`.
+    pub family: &'static str,
+    /// Major version.
+    pub major: u32,
+    /// Minor version (Safari's matters: 16.4).
+    pub minor: u32,
+}
+
+/// Parses which mainstream browser, and which version, a user agent claims.
+pub fn browser_claim(user_agent: &str) -> Option<BrowserClaim> {
+    if !user_agent.starts_with("Mozilla/5.0") {
+        return None;
+    }
+    let version_after = |marker: &str| {
+        let start = user_agent.find(marker)? + marker.len();
+        let version = user_agent[start..].split(|c: char| !(c.is_ascii_digit() || c == '.')).next()?;
+        let mut parts = version.split('.');
+        let major = parts.next()?.parse().ok()?;
+        let minor = parts.next().and_then(|minor| minor.parse().ok()).unwrap_or(0);
+        Some((major, minor))
+    };
+    let claim = |family, (major, minor)| BrowserClaim { family, major, minor };
+    if let Some(version) = version_after("Edg/") {
+        return Some(claim("edge", version));
+    }
+    if let Some(version) = version_after("Firefox/") {
+        return Some(claim("firefox", version));
+    }
+    if let Some(version) = version_after("Chrome/").or_else(|| version_after("CriOS/")) {
+        return Some(claim("chrome", version));
+    }
+    if user_agent.contains("Safari/") {
+        return version_after("Version/").map(|version| claim("safari", version));
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tokens(list: &[&str]) -> TokenList {
+        TokenList::new(list.iter().map(|t| t.to_string()).collect())
+    }
+
+    #[test]
+    fn tokens_match_whole_tokens_only() {
+        let list = tokens(&["Code", "GPTBot", "CCBot", "python-requests"]);
+        assert_eq!(
+            list.find("Mozilla/5.0 (compatible; GPTBot/1.2; +https://openai.com/gptbot)"),
+            Some("GPTBot")
+        );
+        assert_eq!(list.find("ccbot/2.0 (https://commoncrawl.org/faq/)"), Some("CCBot"));
+        assert_eq!(list.find("python-requests/2.31.0"), Some("python-requests"));
+        assert_eq!(list.find("Code/1.0"), Some("Code"));
+        // iocaine's substring matching traps these; token matching must not.
+        assert_eq!(list.find("BarcodeReader/2.0"), None);
+        assert_eq!(list.find("Unicode-Feed-Reader/1.0"), None);
+        assert_eq!(list.find("Mozilla/5.0 (X11; Linux x86_64) Chrome/120.0"), None);
+    }
+
+    #[test]
+    fn list_kinds_follow_from_entries() {
+        let asns = List::parse("asns.txt", "# hosting\n16509 Amazon\n24940 Hetzner Online\n").unwrap();
+        let List::Asns(asns) = asns else { panic!("expected ASNs") };
+        assert_eq!(asns.find(24940), Some("Hetzner Online"));
+        assert_eq!(asns.find(3320), None);
+
+        let networks = List::parse(
+            "se.txt",
+            "Googlebot 66.249.64.0/27\nbingbot 157.55.39.0/24\nbingbot 2620:1ec:c11::/48\n",
+        )
+        .unwrap();
+        let List::Networks(networks) = networks else { panic!("expected networks") };
+        assert_eq!(networks.find("66.249.64.5".parse().unwrap()), Some("Googlebot"));
+        assert_eq!(networks.find("66.249.64.99".parse().unwrap()), None);
+        assert_eq!(networks.find("2620:1ec:c11::7".parse().unwrap()), Some("bingbot"));
+        assert_eq!(networks.find("::ffff:157.55.39.1".parse().unwrap()), Some("bingbot"));
+        let googlebot = "Mozilla/5.0 (compatible; Googlebot/2.1; +http://www.google.com/bot.html)";
+        assert_eq!(networks.claimed(googlebot), Some("Googlebot"));
+        assert_eq!(networks.claimed("Mozilla/5.0 (Windows NT 10.0) Chrome/120.0"), None);
+
+        let List::Tokens(tokens) = List::parse("ua.txt", "GPTBot\nClaudeBot\n").unwrap() else { panic!() };
+        assert_eq!(tokens.find("claudebot"), Some("ClaudeBot"));
+    }
+
+    #[test]
+    fn broken_entries_name_file_and_line() {
+        let err = List::parse("asns.txt", "16509 Amazon\nAS24940 Hetzner\n").err().unwrap();
+        assert_eq!(err.to_string(), "rules list asns.txt, line 2: `AS24940` is not an ASN");
+        let err = List::parse("nets.txt", "10.0.0.0/8\n10.0.0.0/99\n").err().unwrap();
+        assert!(err.to_string().contains("line 2"), "{err}");
+    }
+
+    #[test]
+    fn browser_claims_carry_family_and_version() {
+        let chrome = "Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/120.0.0.0 Safari/537.36";
+        assert_eq!(browser_claim(chrome), Some(BrowserClaim { family: "chrome", major: 120, minor: 0 }));
+        let edge = "Mozilla/5.0 (Windows NT 10.0) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/120.0.0.0 Safari/537.36 Edg/120.0.2210.91";
+        assert_eq!(browser_claim(edge).unwrap().family, "edge");
+        let firefox = "Mozilla/5.0 (X11; Linux x86_64; rv:121.0) Gecko/20100101 Firefox/121.0";
+        assert_eq!(browser_claim(firefox), Some(BrowserClaim { family: "firefox", major: 121, minor: 0 }));
+        let safari = "Mozilla/5.0 (Macintosh; Intel Mac OS X 10_15_7) AppleWebKit/605.1.15 (KHTML, like Gecko) Version/16.4 Safari/605.1.15";
+        assert_eq!(browser_claim(safari), Some(BrowserClaim { family: "safari", major: 16, minor: 4 }));
+        assert_eq!(browser_claim("curl/8.5.0"), None);
+    }
+}

@@ -1,0 +1,352 @@
+//! The default ruleset as a specification: request facts in, verdict and rule out.
+
+use std::net::IpAddr;
+use std::time::Duration;
+
+use super::*;
+use crate::client::ClientIdentity;
+use crate::client_state::History;
+use crate::geo::GeoInfo;
+
+const CHROME: &str = "Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/120.0.0.0 Safari/537.36";
+const OLD_CHROME: &str =
+    "Mozilla/5.0 (Windows NT 6.1) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/70.0.3538.77 Safari/537.36";
+const FIREFOX: &str = "Mozilla/5.0 (X11; Linux x86_64; rv:121.0) Gecko/20100101 Firefox/121.0";
+const SAFARI_16_3: &str = "Mozilla/5.0 (Macintosh; Intel Mac OS X 10_15_7) AppleWebKit/605.1.15 (KHTML, like Gecko) Version/16.3 Safari/605.1.15";
+const SAFARI_17: &str = "Mozilla/5.0 (Macintosh; Intel Mac OS X 10_15_7) AppleWebKit/605.1.15 (KHTML, like Gecko) Version/17.1 Safari/605.1.15";
+const GOOGLEBOT: &str = "Mozilla/5.0 (compatible; Googlebot/2.1; +http://www.google.com/bot.html)";
+
+fn limits() -> Limits {
+    Limits { instructions: 200_000, time: Duration::from_millis(50), memory: 16 << 20 }
+}
+
+fn default_rules() -> Rules {
+    Rules::load(RulesConfig { script: None, lists: None, fail: FailMode::Open, limits: limits() }).unwrap()
+}
+
+/// A request built from a few facts; everything else as a plain HTTPS browser navigation.
+struct Request {
+    proto: &'static str,
+    uri: &'static str,
+    ip: &'static str,
+    asn: Option<u32>,
+    headers: Vec<(&'static str, &'static str)>,
+    trap_score: f64,
+    is_trap_url: bool,
+}
+
+impl Request {
+    fn browser(user_agent: &'static str) -> Request {
+        Request {
+            proto: "https",
+            uri: "/articles/hello",
+            ip: "198.51.100.20",
+            asn: None,
+            headers: vec![
+                ("user-agent", user_agent),
+                ("accept", "text/html"),
+                ("sec-fetch-mode", "navigate"),
+                ("sec-fetch-site", "none"),
+                ("sec-fetch-dest", "document"),
+            ],
+            trap_score: 0.0,
+            is_trap_url: false,
+        }
+    }
+
+    fn agent(user_agent: &'static str) -> Request {
+        Request { headers: vec![("user-agent", user_agent), ("accept", "*/*")], ..Request::browser("") }
+    }
+
+    fn facts(&self) -> Facts {
+        let address: IpAddr = self.ip.parse().unwrap();
+        Facts {
+            method: "GET".into(),
+            proto: self.proto.into(),
+            host: "example.org".into(),
+            uri: self.uri.into(),
+            headers: self.headers.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
+            address,
+            key: ClientIdentity::new(vec![], 32, 64).key(address),
+            geo: GeoInfo { asn: self.asn, asn_org: None, country: None },
+            history: History {
+                trap_hits: self.trap_score as u64,
+                trap_score: self.trap_score,
+                ..History::default()
+            },
+            is_trap_url: self.is_trap_url,
+        }
+    }
+}
+
+/// Checks that `request` gets `verdict` from rule `rule` ("" when no rule decides).
+fn check(rules: &Rules, request: Request, verdict: Verdict, rule: &str) {
+    let facts = request.facts();
+    let (decision, trace) = rules.evaluate(&facts);
+    assert_eq!((decision.verdict, decision.rule.as_str()), (verdict, rule), "{facts:#?}\n{trace:#?}");
+}
+
+#[test]
+fn default_rules_allow_people_and_their_browsers() {
+    let rules = default_rules();
+    for ua in [CHROME, FIREFOX, SAFARI_17, SAFARI_16_3, OLD_CHROME] {
+        check(&rules, Request::browser(ua), Verdict::Allow, "");
+    }
+    // Old browsers send no Sec-Fetch-*; that is no evidence.
+    check(&rules, Request::agent(OLD_CHROME), Verdict::Allow, "");
+    check(&rules, Request::agent(SAFARI_16_3), Verdict::Allow, "");
+    // Over plain HTTP browsers send no Sec-Fetch-* at all.
+    check(&rules, Request { proto: "http", ..Request::agent(CHROME) }, Verdict::Allow, "");
+    // Subresource and fetch() requests carry their own Sec-Fetch-* values.
+    let fetch = Request {
+        uri: "/api/items?page=2",
+        headers: vec![("user-agent", CHROME), ("sec-fetch-mode", "cors"), ("sec-fetch-dest", "empty")],
+        ..Request::browser(CHROME)
+    };
+    check(&rules, fetch, Verdict::Allow, "");
+    // One stray trap hit does not trap a person's later requests.
+    check(&rules, Request { trap_score: 1.0, ..Request::browser(CHROME) }, Verdict::Allow, "");
+    // A script from a home network passes.
+    check(
+        &rules,
+        Request { asn: Some(3320), ..Request::agent("python-requests/2.31.0") },
+        Verdict::Allow,
+        "",
+    );
+    // Whole-token matching: these contain short list entries ("Code") inside other words.
+    check(&rules, Request::agent("BarcodeReader/2.0"), Verdict::Allow, "");
+    check(&rules, Request::agent("Unicode-Feed-Reader/1.0"), Verdict::Allow, "");
+}
+
+#[test]
+fn default_rules_trap_bots() {
+    let rules = default_rules();
+    check(
+        &rules,
+        Request::agent("Mozilla/5.0 (compatible; GPTBot/1.2; +https://openai.com/gptbot)"),
+        Verdict::Trap,
+        "ai-crawlers",
+    );
+    check(&rules, Request::agent("CCBot/2.0 (https://commoncrawl.org/faq/)"), Verdict::Trap, "ai-crawlers");
+    check(
+        &rules,
+        Request::agent(
+            "Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 (KHTML, like Gecko) HeadlessChrome/120.0.0.0 Safari/537.36",
+        ),
+        Verdict::Trap,
+        "ai-crawlers",
+    );
+    check(&rules, Request::agent("Code/1.0"), Verdict::Trap, "ai-crawlers");
+    check(
+        &rules,
+        Request { headers: vec![("accept", "*/*")], ..Request::browser("") },
+        Verdict::Trap,
+        "no-user-agent",
+    );
+    check(&rules, Request::agent(CHROME), Verdict::Trap, "lying-browser");
+    check(&rules, Request::agent(FIREFOX), Verdict::Trap, "lying-browser");
+    check(&rules, Request::agent(SAFARI_17), Verdict::Trap, "lying-browser");
+    check(&rules, Request { trap_score: 12.0, ..Request::browser(CHROME) }, Verdict::Trap, "trap-score");
+    check(&rules, Request { is_trap_url: true, ..Request::browser(CHROME) }, Verdict::Trap, "trap-url");
+    check(
+        &rules,
+        Request { asn: Some(16509), ..Request::agent("python-requests/2.31.0") },
+        Verdict::Trap,
+        "http-library-from-datacenter",
+    );
+    check(
+        &rules,
+        Request { asn: Some(24940), ..Request::agent("Go-http-client/1.1") },
+        Verdict::Trap,
+        "http-library-from-datacenter",
+    );
+}
+
+#[test]
+fn default_rules_always_allow_robots_acme_and_feeds() {
+    let rules = default_rules();
+    let datacenter_library =
+        |uri| Request { uri, asn: Some(16509), ..Request::agent("python-requests/2.31.0") };
+    for uri in [
+        "/robots.txt",
+        "/.well-known/acme-challenge/abc",
+        "/feed.xml",
+        "/blog/rss",
+        "/index.atom",
+        "/feeds/all",
+    ] {
+        check(&rules, datacenter_library(uri), Verdict::Allow, "always-allowed-paths");
+    }
+    check(
+        &rules,
+        Request { uri: "/robots.txt", ..Request::agent("GPTBot/1.2") },
+        Verdict::Allow,
+        "always-allowed-paths",
+    );
+}
+
+#[test]
+fn search_engines_are_allowed_from_their_ranges_and_impostors_trapped() {
+    let rules = default_rules();
+    // A Googlebot address from the published ranges shipped in rules/lists/search-engines.txt.
+    let text = DEFAULT_LISTS.iter().find(|(name, _)| *name == "search-engines.txt").unwrap().1;
+    let network: ipnet::IpNet = text
+        .lines()
+        .find_map(|line| line.strip_prefix("Googlebot ").filter(|cidr| cidr.contains('.')))
+        .unwrap()
+        .parse()
+        .unwrap();
+    let address = network.hosts().next().unwrap_or(network.addr()).to_string();
+    let ip: &'static str = Box::leak(address.into_boxed_str());
+    check(&rules, Request { ip, ..Request::agent(GOOGLEBOT) }, Verdict::Allow, "search-engines");
+    check(
+        &rules,
+        Request { ip: "203.0.113.50", ..Request::agent(GOOGLEBOT) },
+        Verdict::Trap,
+        "search-engines",
+    );
+}
+
+fn script_rules(script: &str, fail: FailMode) -> Result<Rules, RulesError> {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("rules.lua");
+    std::fs::write(&path, script).unwrap();
+    let rules = Rules::load(RulesConfig { script: Some(path), lists: None, fail, limits: limits() });
+    drop(dir);
+    rules
+}
+
+#[test]
+fn an_infinite_loop_is_stopped_and_gets_the_fail_mode() {
+    let script = r#"return {
+        { name = "spin", check = function(r) while true do end end },
+        { name = "after", check = function(r) return "trap", "reached" end },
+    }"#;
+    let started = std::time::Instant::now();
+    let (decision, trace) =
+        script_rules(script, FailMode::Open).unwrap().evaluate(&Request::browser(CHROME).facts());
+    assert!(started.elapsed() < Duration::from_secs(2));
+    assert_eq!(decision.rule, "after", "fail open skips the broken rule");
+    assert!(trace[0].result.contains("limit exceeded"), "{trace:?}");
+
+    let (decision, _) =
+        script_rules(script, FailMode::Closed).unwrap().evaluate(&Request::browser(CHROME).facts());
+    assert_eq!((decision.verdict, decision.rule.as_str()), (Verdict::Trap, "spin"));
+}
+
+#[test]
+fn a_memory_bomb_is_stopped_and_the_state_keeps_working() {
+    let script = r#"return {
+        { name = "bomb", check = function(r)
+            local t = {}
+            local s = string.rep("x", 1024 * 1024)
+            for i = 1, 1000000 do t[i] = s .. i end
+        end },
+        { name = "after", check = function(r) return "allow", "ok" end },
+    }"#;
+    let rules = script_rules(script, FailMode::Open).unwrap();
+    for _ in 0..3 {
+        let (decision, trace) = rules.evaluate(&Request::browser(CHROME).facts());
+        assert_eq!(decision.rule, "after");
+        assert!(trace[0].result.starts_with("error:"), "{trace:?}");
+    }
+}
+
+#[test]
+fn the_sandbox_has_no_files_processes_or_code_loading() {
+    for forbidden in [
+        "io.open('/etc/hostname')",
+        "os.execute('true')",
+        "dofile('/etc/hostname')",
+        "loadfile('/etc/hostname')",
+        "load('return 1')",
+        "require('os')",
+        "string.dump(function() end)",
+        "debug.getinfo(1)",
+        "collectgarbage()",
+    ] {
+        let script = format!(
+            "return {{ {{ name = \"escape\", check = function(r) {forbidden}; return 'allow' end }} }}"
+        );
+        let rules = script_rules(&script, FailMode::Closed).unwrap();
+        let (decision, _) = rules.evaluate(&Request::browser(CHROME).facts());
+        assert_eq!(decision.verdict, Verdict::Trap, "{forbidden} must fail");
+    }
+}
+
+#[test]
+fn script_errors_name_file_and_line() {
+    let err = script_rules(
+        "return {\n  { name = 'x', check = function(r)\n    return 'allow' +\n  end },\n}\n",
+        FailMode::Open,
+    )
+    .err()
+    .unwrap();
+    let message = err.to_string();
+    assert!(message.contains("rules.lua:4:"), "{message}");
+    let err = script_rules("return 42", FailMode::Open).err().unwrap();
+    assert!(err.to_string().contains("must return a list of rules"), "{err}");
+}
+
+#[test]
+fn bad_return_values_are_rule_errors() {
+    let rules =
+        script_rules("return { { name = 'odd', check = function(r) return 'maybe' end } }", FailMode::Closed)
+            .unwrap();
+    let (decision, trace) = rules.evaluate(&Request::browser(CHROME).facts());
+    assert_eq!(decision.verdict, Verdict::Trap);
+    assert!(trace[0].result.contains("\"maybe\""), "{trace:?}");
+}
+
+#[test]
+fn scripts_read_every_fact() {
+    let script = r#"return { { name = "echo", check = function(r)
+        return "allow", table.concat({ r.method, r.proto, r.host, r.path, r.query, r.ip, r.key,
+            tostring(r.asn), tostring(r.trap_hits), tostring(r.is_trap_url),
+            r:header("Accept") or "-", r:header("x-missing") or "-", select(1, browser(r.user_agent)) }, " ")
+    end } }"#;
+    let rules = script_rules(script, FailMode::Closed).unwrap();
+    let request = Request { uri: "/a?b=1", asn: Some(64500), ..Request::browser(CHROME) };
+    let (decision, _) = rules.evaluate(&request.facts());
+    assert_eq!(
+        decision.reason,
+        "GET https example.org /a b=1 198.51.100.20 198.51.100.20 64500 0 false text/html - chrome 120 0"
+    );
+}
+
+#[test]
+fn reload_keeps_the_old_rules_when_the_new_file_is_broken() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("rules.lua");
+    std::fs::write(&path, "return { { name = 'first', check = function(r) return 'trap', 'v1' end } }")
+        .unwrap();
+    let rules = Rules::load(RulesConfig {
+        script: Some(path.clone()),
+        lists: None,
+        fail: FailMode::Open,
+        limits: limits(),
+    })
+    .unwrap();
+    std::fs::write(&path, "return { { name = 'second' check = } }").unwrap();
+    assert!(rules.reload().is_err());
+    assert_eq!(rules.evaluate(&Request::browser(CHROME).facts()).0.rule, "first");
+    std::fs::write(&path, "return { { name = 'second', check = function(r) return 'allow', 'v2' end } }")
+        .unwrap();
+    rules.reload().unwrap();
+    assert_eq!(rules.evaluate(&Request::browser(CHROME).facts()).0.rule, "second");
+}
+
+#[test]
+fn broken_lists_are_load_errors_naming_file_and_line() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("datacenter-asns.txt"), "16509 Amazon\nAS1 Nope\n").unwrap();
+    let err = Rules::load(RulesConfig {
+        script: None,
+        lists: Some(dir.path().into()),
+        fail: FailMode::Open,
+        limits: limits(),
+    })
+    .err()
+    .unwrap();
+    assert!(err.to_string().contains("datacenter-asns.txt, line 2"), "{err}");
+}

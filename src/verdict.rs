@@ -1,0 +1,74 @@
+//! Deciding a verdict: a forwarded request → facts (identity, enrichment, history) → rules →
+//! decision. No HTTP types here; `http/verdict.rs` turns the decision into a response.
+//!
+//! Deciding cannot fail: a rule that errors gets the fail mode, a missing database gives empty
+//! enrichment, and the client cache never refuses a record.
+
+use std::net::IpAddr;
+
+use crate::app::App;
+use crate::client_state::HitSource;
+use crate::facts::Facts;
+use crate::rules::{Decision, RuleOutcome};
+
+/// The request as the proxy described it, before enrichment.
+#[derive(Clone, Debug, Default)]
+pub struct ForwardedRequest {
+    /// The TCP peer (the proxy, or the client itself).
+    pub peer: Option<IpAddr>,
+    /// The original method.
+    pub method: String,
+    /// `http` or `https`.
+    pub proto: String,
+    /// The original host.
+    pub host: String,
+    /// The original path and query.
+    pub uri: String,
+    /// The client's headers (names lowercase), including the forwarding headers.
+    pub headers: Vec<(String, String)>,
+}
+
+impl ForwardedRequest {
+    /// The first value of header `name` (lowercase).
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers.iter().find(|(key, _)| key == name).map(|(_, value)| value.as_str())
+    }
+}
+
+/// A decision with what it was based on.
+pub struct Judgement {
+    /// What the rules saw.
+    pub facts: Facts,
+    /// The verdict and the deciding rule.
+    pub decision: Decision,
+    /// Every rule evaluated and what it returned.
+    pub trace: Vec<RuleOutcome>,
+}
+
+/// Judges one request and records what it learns (request rate, trap hits).
+pub fn decide(app: &App, request: ForwardedRequest) -> Judgement {
+    let peer = request.peer.unwrap_or(IpAddr::from([127, 0, 0, 1]));
+    let address =
+        app.identity.client_address(peer, request.header("x-forwarded-for"), request.header("x-real-ip"));
+    let key = app.identity.key(address);
+    let is_trap_url = app.generator.trap_urls().is_trap(&request.uri);
+    if is_trap_url {
+        // No human is ever shown a trap URL: asking for one is a trap hit, from any address.
+        app.clients.record_trap_hit(key, HitSource::TrapUrl);
+    }
+    let history = app.clients.observe_request(key);
+    let facts = Facts {
+        method: request.method,
+        proto: request.proto,
+        host: request.host,
+        uri: request.uri,
+        headers: request.headers,
+        address,
+        key,
+        geo: app.geo.lookup(address),
+        history,
+        is_trap_url,
+    };
+    let (decision, trace) = app.rules.evaluate(&facts);
+    Judgement { facts, decision, trace }
+}
