@@ -33,14 +33,15 @@ pub fn trap_router(app: Arc<App>) -> Router {
     Router::new().fallback(trap::page).with_state(app)
 }
 
-/// Serves both listeners until `shutdown` completes, then lets open requests finish for a
-/// short grace period.
+/// Serves both listeners (and watches for reloads) until `shutdown` completes, then lets open
+/// requests finish for a short grace period.
 pub async fn serve(
     app: Arc<App>,
     verdict: TcpListener,
     trap: TcpListener,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> io::Result<()> {
+    let app_for_watch = app.clone();
     let (stop, stopped) = watch::channel(false);
     let wait = |mut stopped: watch::Receiver<bool>| async move {
         let _ = stopped.wait_for(|stop| *stop).await;
@@ -51,12 +52,17 @@ pub async fn serve(
             .with_graceful_shutdown(wait(stopped.clone()));
     let trap = axum::serve(trap, trap_router(app).into_make_service_with_connect_info::<SocketAddr>())
         .with_graceful_shutdown(wait(stopped));
+    let watcher = tokio::spawn(crate::reload::watch(app_for_watch));
     let servers = async { tokio::try_join!(verdict.into_future(), trap.into_future()).map(|_| ()) };
     tokio::pin!(servers);
     tokio::select! {
-        result = &mut servers => return result,
+        result = &mut servers => {
+            watcher.abort();
+            return result;
+        }
         () = shutdown => {}
     }
+    watcher.abort();
     let _ = stop.send(true);
     match tokio::time::timeout(SHUTDOWN_GRACE, servers).await {
         Ok(result) => result,

@@ -11,7 +11,7 @@ use anyhow::Context;
 use clap::{Parser, Subcommand, ValueEnum};
 use quagmire::config::{Config, ConfigError, LogFormat};
 use quagmire::secret::{SECRET_ENV, Secret, SecretOrigin};
-use quagmire::{App, http};
+use quagmire::{App, explain, http};
 
 /// Exit status for an unusable configuration (sysexits' EX_CONFIG).
 const EXIT_CONFIG: u8 = 78;
@@ -39,12 +39,51 @@ enum Command {
         /// Log format, overriding the config.
         #[arg(long)]
         log_format: Option<LogFormatArg>,
+        /// MaxMind ASN database (.mmdb), overriding the config.
+        #[arg(long)]
+        asn_db: Option<PathBuf>,
     },
     /// Validate a config file (and the corpus it names) and exit.
     Check {
         /// Config file (KDL); without one, the embedded default is checked.
         #[arg(long, short)]
         config: Option<PathBuf>,
+        /// MaxMind ASN database (.mmdb), overriding the config.
+        #[arg(long)]
+        asn_db: Option<PathBuf>,
+    },
+    /// Judge one request and print the verdict with every rule's result.
+    Explain {
+        /// Client address.
+        #[arg(long, default_value = "127.0.0.1")]
+        ip: std::net::IpAddr,
+        /// Original path and query.
+        #[arg(long, default_value = "/")]
+        uri: String,
+        /// Original method.
+        #[arg(long, default_value = "GET")]
+        method: String,
+        /// Original host.
+        #[arg(long, default_value = "localhost")]
+        host: String,
+        /// Original scheme.
+        #[arg(long, default_value = "https")]
+        proto: String,
+        /// A request header, `Name: value` (repeatable).
+        #[arg(long = "header", short = 'H')]
+        headers: Vec<String>,
+        /// A raw HTTP request (request line and headers) to judge instead.
+        #[arg(long)]
+        request: Option<PathBuf>,
+        /// Trap hits to record for the client first, to see how history changes the verdict.
+        #[arg(long, default_value_t = 0)]
+        trap_hits: u32,
+        /// Config file (KDL).
+        #[arg(long, short)]
+        config: Option<PathBuf>,
+        /// MaxMind ASN database (.mmdb), overriding the config.
+        #[arg(long)]
+        asn_db: Option<PathBuf>,
     },
     /// Print the trap page that would be served for PATH.
     Generate {
@@ -72,10 +111,12 @@ fn main() -> ExitCode {
         listen: None,
         trap_listen: None,
         log_format: None,
+        asn_db: None,
     });
     let result = match command {
-        Command::Serve { config, listen, trap_listen, log_format } => {
+        Command::Serve { config, listen, trap_listen, log_format, asn_db } => {
             load_config(config).and_then(|mut config| {
+                config.geo.asn = asn_db.or(config.geo.asn);
                 config.listen = listen.unwrap_or(config.listen);
                 config.trap.listen = trap_listen.unwrap_or(config.trap.listen);
                 config.log_format = match log_format {
@@ -86,7 +127,8 @@ fn main() -> ExitCode {
                 serve(config)
             })
         }
-        Command::Check { config } => load_config(config.clone()).and_then(|loaded| {
+        Command::Check { config, asn_db } => load_config(config.clone()).and_then(|mut loaded| {
+            loaded.geo.asn = asn_db.or(loaded.geo.asn);
             init_tracing(loaded.log_format);
             let (secret, _) = Secret::resolve(None, loaded.secret.as_deref());
             App::build(loaded, &secret).map_err(Failure::from)?;
@@ -94,6 +136,21 @@ fn main() -> ExitCode {
             println!("{name} is valid");
             Ok(())
         }),
+        Command::Explain { ip, uri, method, host, proto, headers, request, trap_hits, config, asn_db } => {
+            load_config(config).and_then(|mut config| {
+                config.geo.asn = asn_db.or(config.geo.asn);
+                init_tracing(config.log_format);
+                let secret = resolve_secret(&config);
+                let app = App::build(config, &secret).map_err(Failure::from)?;
+                let mut forwarded = match request {
+                    Some(path) => explain::read_request(&path)?,
+                    None => explain::request_from_flags(method, proto, host, uri, &headers)?,
+                };
+                forwarded.peer = Some(ip);
+                print!("{}", explain::explain(&app, forwarded, trap_hits));
+                Ok(())
+            })
+        }
         Command::Generate { path, host, config } => load_config(config).and_then(|config| {
             init_tracing(config.log_format);
             let secret = resolve_secret(&config);

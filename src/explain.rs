@@ -1,0 +1,129 @@
+//! `quagmire explain`: judge one request offline and show why, rule by rule.
+
+use std::fmt::Write;
+use std::path::Path;
+
+use crate::app::App;
+use crate::client_state::HitSource;
+use crate::verdict::{ForwardedRequest, decide};
+
+/// A request given as a raw HTTP file that cannot be read.
+#[derive(Debug, thiserror::Error)]
+pub enum ExplainError {
+    /// The file could not be read.
+    #[error("cannot read {path}: {source}")]
+    Read {
+        /// The file.
+        path: String,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The text is not an HTTP request.
+    #[error("{0}")]
+    Malformed(String),
+}
+
+/// Builds a request from command-line flags; headers are `Name: value`.
+pub fn request_from_flags(
+    method: String,
+    proto: String,
+    host: String,
+    uri: String,
+    headers: &[String],
+) -> Result<ForwardedRequest, ExplainError> {
+    let headers = headers.iter().map(|header| parse_header(header)).collect::<Result<_, _>>()?;
+    Ok(ForwardedRequest { peer: None, method, proto, host, uri, headers })
+}
+
+/// Reads a raw request: `METHOD URI HTTP/1.1`, then headers up to a blank line.
+pub fn read_request(path: &Path) -> Result<ForwardedRequest, ExplainError> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|source| ExplainError::Read { path: path.display().to_string(), source })?;
+    let mut lines = text.lines();
+    let request_line = lines.next().unwrap_or_default();
+    let mut parts = request_line.split_whitespace();
+    let (Some(method), Some(uri)) = (parts.next(), parts.next()) else {
+        return Err(ExplainError::Malformed(format!(
+            "{}, line 1: expected a request line such as `GET /path HTTP/1.1`, found `{request_line}`",
+            path.display()
+        )));
+    };
+    let mut headers = Vec::new();
+    for (index, line) in lines.enumerate() {
+        if line.trim().is_empty() {
+            break;
+        }
+        headers.push(parse_header(line).map_err(|error| {
+            ExplainError::Malformed(format!("{}, line {}: {error}", path.display(), index + 2))
+        })?);
+    }
+    let host =
+        headers.iter().find(|(name, _)| name == "host").map(|(_, value)| value.clone()).unwrap_or_default();
+    let proto = headers
+        .iter()
+        .find(|(name, _)| name == "x-forwarded-proto")
+        .map_or_else(|| "https".to_string(), |(_, value)| value.clone());
+    Ok(ForwardedRequest { peer: None, method: method.into(), proto, host, uri: uri.into(), headers })
+}
+
+fn parse_header(line: &str) -> Result<(String, String), ExplainError> {
+    let (name, value) = line.split_once(':').ok_or_else(|| {
+        ExplainError::Malformed(format!("`{line}` is not a header (expected `Name: value`)"))
+    })?;
+    Ok((name.trim().to_ascii_lowercase(), value.trim().to_string()))
+}
+
+/// Judges `request` (after recording `trap_hits` for its client) and describes the outcome.
+pub fn explain(app: &App, request: ForwardedRequest, trap_hits: u32) -> String {
+    if trap_hits > 0 {
+        let peer = request.peer.unwrap_or(std::net::IpAddr::from([127, 0, 0, 1]));
+        let address =
+            app.identity.client_address(peer, request.header("x-forwarded-for"), request.header("x-real-ip"));
+        for _ in 0..trap_hits {
+            app.clients.record_trap_hit(app.identity.key(address), HitSource::TrapListener);
+        }
+    }
+    let judgement = decide(app, request);
+    let facts = &judgement.facts;
+    let mut out = String::new();
+    let none = || "-".to_string();
+    let _ = writeln!(out, "request     {} {}://{}{}", facts.method, facts.proto, facts.host, facts.uri);
+    let _ =
+        writeln!(out, "user agent  {}", if facts.user_agent().is_empty() { "-" } else { facts.user_agent() });
+    let _ = writeln!(out, "client      {} (key {})", facts.address, facts.key);
+    let _ = writeln!(
+        out,
+        "asn         {} {}",
+        facts.geo.asn.map_or_else(none, |asn| format!("AS{asn}")),
+        facts.geo.asn_org.clone().unwrap_or_default()
+    );
+    let _ = writeln!(out, "country     {}", facts.geo.country.clone().unwrap_or_else(none));
+    let history = &facts.history;
+    let _ = writeln!(
+        out,
+        "history     trap hits {}, trap score {:.1}, recent requests {:.1}, rate limited {}",
+        history.trap_hits,
+        history.trap_score,
+        history.request_rate,
+        if history.rate_limited { "yes" } else { "no" }
+    );
+    let _ = writeln!(out, "trap url    {}", if facts.is_trap_url { "yes" } else { "no" });
+    let _ = writeln!(out, "rules");
+    let width = judgement.trace.iter().map(|outcome| outcome.rule.len()).max().unwrap_or(0);
+    for outcome in &judgement.trace {
+        let _ = writeln!(out, "  {:width$}  {}", outcome.rule, outcome.result);
+    }
+    let decision = &judgement.decision;
+    if decision.rule.is_empty() {
+        let _ = writeln!(out, "verdict     {} (no rule decided)", decision.verdict.as_str());
+    } else {
+        let _ = writeln!(
+            out,
+            "verdict     {} by {}: {}",
+            decision.verdict.as_str(),
+            decision.rule,
+            decision.reason
+        );
+    }
+    out
+}

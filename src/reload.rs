@@ -1,0 +1,82 @@
+//! Hot reload: on SIGHUP, and when a watched file changes, the rules, lists and enrichment
+//! databases are loaded again. A broken new version is logged and the old one keeps running.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use crate::app::App;
+
+/// How often watched files are checked for changes.
+const POLL_INTERVAL: Duration = Duration::from_secs(2);
+
+/// Reloads the rules now; returns whether the new ruleset is in use.
+pub fn reload_rules(app: &App, why: &str) -> bool {
+    match app.rules.reload() {
+        Ok(compiled) => {
+            tracing::info!(why, rules = compiled.rule_names().len(), "reloaded the rules");
+            true
+        }
+        Err(error) => {
+            tracing::error!(why, %error, "the new rules do not load; the previous rules stay in use");
+            false
+        }
+    }
+}
+
+/// Reloads changed databases; logs each.
+pub fn reload_geo(app: &App) {
+    match app.geo.reload_if_changed() {
+        Ok(paths) => {
+            for path in paths {
+                tracing::info!(path = %path.display(), "reloaded a MaxMind database");
+            }
+        }
+        Err(error) => {
+            tracing::error!(%error, "the changed database does not load; the previous copy stays in use")
+        }
+    }
+}
+
+/// Watches for SIGHUP and file changes until the task is dropped.
+pub async fn watch(app: Arc<App>) {
+    let mut known = modification_times(&app.rules.watched_files());
+    let mut ticks = tokio::time::interval(POLL_INTERVAL);
+    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    #[cfg(unix)]
+    let mut hangups = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()).ok();
+    loop {
+        #[cfg(unix)]
+        let hangup = async {
+            match hangups.as_mut() {
+                Some(signal) => signal.recv().await,
+                None => std::future::pending().await,
+            }
+        };
+        #[cfg(not(unix))]
+        let hangup = std::future::pending::<Option<()>>();
+        tokio::select! {
+            _ = ticks.tick() => {
+                let now = modification_times(&app.rules.watched_files());
+                if now != known {
+                    known = now;
+                    reload_rules(&app, "a rules file changed");
+                }
+                reload_geo(&app);
+            }
+            _ = hangup => {
+                reload_rules(&app, "SIGHUP");
+                reload_geo(&app);
+                known = modification_times(&app.rules.watched_files());
+            }
+        }
+    }
+}
+
+fn modification_times(files: &[PathBuf]) -> HashMap<PathBuf, Option<SystemTime>> {
+    files
+        .iter()
+        .map(|path| (path.clone(), std::fs::metadata(path).and_then(|meta| meta.modified()).ok()))
+        .collect()
+}
