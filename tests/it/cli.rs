@@ -70,3 +70,52 @@ async fn generate_prints_the_page_the_trap_serves() {
     let (_, _, served) = get(&server.trap_url("/archive/2019/quiet-harbor-letters"), "example.org").await;
     assert_eq!(printed, served);
 }
+
+#[test]
+fn check_reports_a_lua_syntax_error_with_file_and_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let script = write_file(
+        dir.path(),
+        "rules.lua",
+        "return {\n  { name = 'x', check = function(r)\n    return 'allow' +\n  end },\n}\n",
+    );
+    let (code, stderr) = check(&format!("rules {{\n  script \"{script}\"\n}}\n"));
+    assert_ne!(code, 0);
+    assert!(stderr.contains("rules.lua:4:"), "{stderr}");
+}
+
+#[test]
+fn check_names_a_missing_or_corrupt_asn_database() {
+    let dir = tempfile::tempdir().unwrap();
+    let corrupt = write_file(dir.path(), "corrupt.mmdb", "not a database");
+    for path in ["/no/such/GeoLite2-ASN.mmdb", corrupt.as_str()] {
+        let output = quagmire().args(["check", "--asn-db", path]).output().unwrap();
+        assert!(!output.status.success());
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(stderr.contains(path), "{stderr}");
+    }
+}
+
+#[test]
+fn explain_prints_every_rule_and_the_verdict() {
+    let output = quagmire()
+        .args(["explain", "--ip", "198.51.100.7", "--uri", "/docs", "-H", "User-Agent: CCBot/2.0"])
+        .output()
+        .unwrap();
+    assert!(output.status.success());
+    let stdout = String::from_utf8(output.stdout).unwrap();
+    assert!(stdout.contains("client      198.51.100.7 (key 198.51.100.7)"), "{stdout}");
+    assert!(stdout.contains("  trap-url"), "{stdout}");
+    assert!(stdout.contains("verdict     trap by ai-crawlers: user agent CCBot"), "{stdout}");
+
+    let dir = tempfile::tempdir().unwrap();
+    let raw = write_file(
+        dir.path(),
+        "request.http",
+        "GET /blog HTTP/1.1\nHost: site.example\nUser-Agent: Mozilla/5.0 (X11; Linux x86_64; rv:121.0) Gecko/20100101 Firefox/121.0\nSec-Fetch-Mode: navigate\n\n",
+    );
+    let output = quagmire().args(["explain", "--request", &raw]).output().unwrap();
+    let stdout = String::from_utf8(output.stdout).unwrap();
+    assert!(stdout.contains("request     GET https://site.example/blog"), "{stdout}");
+    assert!(stdout.contains("verdict     allow (no rule decided)"), "{stdout}");
+}

@@ -3,10 +3,13 @@
 //! - `support`: starting the server, a small HTTP client, and page helpers;
 //! - `trap`: trap pages over HTTP: determinism across processes, links, escaping, Traefik's
 //!   `url=` form, methods and headers, the slow drip;
-//! - `cli`: `check` errors that point at line and column, `generate`.
+//! - `verdict`: forward-auth requests as Traefik, Caddy and nginx send them: every answer mode,
+//!   trusted proxies, the trap-hit feedback loop, IPv6 /64s, shadow mode, rule limits, reload;
+//! - `cli`: `check` errors that point at line and column, `generate`, `explain`.
 // Helpers are `pub` so that every test module of this one binary can use them.
 #![allow(unreachable_pub)]
 
 mod cli;
 mod support;
 mod trap;
+mod verdict;

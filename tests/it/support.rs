@@ -63,6 +63,16 @@ impl Server {
         }
     }
 
+    /// The process id, for signals.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// `http://ADDR/verdict` of the verdict listener.
+    pub fn verdict_url(&self) -> String {
+        format!("http://{}/verdict", self.verdict)
+    }
+
     /// `http://ADDR` of the trap listener.
     pub fn trap_url(&self, target: &str) -> String {
         format!("http://{}{target}", self.trap)
@@ -104,4 +114,33 @@ pub async fn get(url: &str, host: &str) -> (u16, reqwest::header::HeaderMap, Str
 /// Every `href` on a page.
 pub fn hrefs(page: &str) -> Vec<String> {
     page.split("href=\"").skip(1).map(|rest| rest[..rest.find('"').unwrap()].to_string()).collect()
+}
+
+/// Asks the verdict about a request described by `headers`; returns status and headers.
+pub async fn verdict(server: &Server, headers: &[(&str, &str)]) -> (u16, reqwest::header::HeaderMap) {
+    let mut request = reqwest::Client::new().get(server.verdict_url());
+    for (name, value) in headers {
+        request = request.header(*name, *value);
+    }
+    let response = request.send().await.unwrap();
+    (response.status().as_u16(), response.headers().clone())
+}
+
+/// A header's value as text ("" when absent).
+pub fn header<'h>(headers: &'h reqwest::header::HeaderMap, name: &str) -> &'h str {
+    headers.get(name).map_or("", |value| value.to_str().unwrap())
+}
+
+/// Writes an ASN database mapping each network to (ASN, organisation).
+pub fn write_asn_db(path: &Path, networks: &[(&str, u32, &str)]) {
+    use mmdb_writer::{Value, Writer};
+    let mut writer = Writer::new("GeoLite2-ASN");
+    for (network, asn, org) in networks {
+        let record = Value::map([
+            ("autonomous_system_number", Value::U32(*asn)),
+            ("autonomous_system_organization", Value::String(org.to_string())),
+        ]);
+        writer.insert_value(network.parse::<ipnet::IpNet>().unwrap(), record).unwrap();
+    }
+    std::fs::write(path, writer.to_bytes().unwrap()).unwrap();
 }
