@@ -5,7 +5,7 @@ use std::path::Path;
 
 use crate::app::App;
 use crate::client_state::HitSource;
-use crate::verdict::{ForwardedRequest, decide};
+use crate::verdict::{ForwardedRequest, decide_traced};
 
 /// A request given as a raw HTTP file that cannot be read.
 #[derive(Debug, thiserror::Error)]
@@ -83,7 +83,7 @@ pub fn explain(app: &App, request: ForwardedRequest, trap_hits: u32) -> String {
             app.clients.record_trap_hit(app.identity.key(address), HitSource::TrapListener);
         }
     }
-    let judgement = decide(app, request);
+    let (judgement, trace) = decide_traced(app, request);
     let facts = &judgement.facts;
     let mut out = String::new();
     let none = || "-".to_string();
@@ -109,8 +109,8 @@ pub fn explain(app: &App, request: ForwardedRequest, trap_hits: u32) -> String {
     );
     let _ = writeln!(out, "trap url    {}", if facts.is_trap_url { "yes" } else { "no" });
     let _ = writeln!(out, "rules");
-    let width = judgement.trace.iter().map(|outcome| outcome.rule.len()).max().unwrap_or(0);
-    for outcome in &judgement.trace {
+    let width = trace.iter().map(|outcome| outcome.rule.len()).max().unwrap_or(0);
+    for outcome in &trace {
         let _ = writeln!(out, "  {:width$}  {}", outcome.rule, outcome.result);
     }
     let decision = &judgement.decision;

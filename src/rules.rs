@@ -12,6 +12,7 @@
 pub mod lists;
 mod lua;
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -60,7 +61,7 @@ pub struct Decision {
     /// The verdict.
     pub verdict: Verdict,
     /// The deciding rule's name, or empty when no rule decided.
-    pub rule: String,
+    pub rule: Arc<str>,
     /// The deciding rule's reason.
     pub reason: String,
 }
@@ -69,9 +70,9 @@ pub struct Decision {
 #[derive(Clone, Debug, PartialEq)]
 pub struct RuleOutcome {
     /// The rule.
-    pub rule: String,
+    pub rule: Arc<str>,
     /// `pass`, `allow`, `trap`, or `error: ...`.
-    pub result: String,
+    pub result: Cow<'static, str>,
 }
 
 /// What to do when a rule fails or runs over a limit.
@@ -160,19 +161,22 @@ impl Compiled {
 pub struct Rules {
     config: RulesConfig,
     current: ArcSwap<Compiled>,
-    generations: AtomicU64,
 }
+
+/// Generation numbers are unique in the process, so that a thread's cached Lua state can never
+/// be mistaken for another ruleset's (tests and tools build several `Rules`).
+static GENERATIONS: AtomicU64 = AtomicU64::new(1);
 
 impl Rules {
     /// Loads the configured script and lists; errors name the file (and line).
     pub fn load(config: RulesConfig) -> Result<Rules, RulesError> {
-        let compiled = compile(&config, 1)?;
-        Ok(Rules { config, current: ArcSwap::from_pointee(compiled), generations: AtomicU64::new(1) })
+        let compiled = compile(&config, GENERATIONS.fetch_add(1, Ordering::Relaxed))?;
+        Ok(Rules { config, current: ArcSwap::from_pointee(compiled) })
     }
 
     /// Loads the rules again; on error the running ruleset stays.
     pub fn reload(&self) -> Result<Arc<Compiled>, RulesError> {
-        let generation = self.generations.fetch_add(1, Ordering::Relaxed) + 1;
+        let generation = GENERATIONS.fetch_add(1, Ordering::Relaxed);
         let compiled = Arc::new(compile(&self.config, generation)?);
         self.current.store(compiled.clone());
         Ok(compiled)
@@ -196,9 +200,15 @@ impl Rules {
     }
 
     /// Runs the rules on `facts`.
-    pub fn evaluate(&self, facts: &Facts) -> (Decision, Vec<RuleOutcome>) {
-        let compiled = self.current.load();
-        lua::evaluate(&compiled, facts)
+    pub fn evaluate(&self, facts: &Facts) -> Decision {
+        lua::evaluate(&self.current.load(), facts, None)
+    }
+
+    /// Runs the rules on `facts` and records what each rule did.
+    pub fn evaluate_traced(&self, facts: &Facts) -> (Decision, Vec<RuleOutcome>) {
+        let mut trace = Vec::new();
+        let decision = lua::evaluate(&self.current.load(), facts, Some(&mut trace));
+        (decision, trace)
     }
 }
 

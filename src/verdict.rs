@@ -41,12 +41,24 @@ pub struct Judgement {
     pub facts: Facts,
     /// The verdict and the deciding rule.
     pub decision: Decision,
-    /// Every rule evaluated and what it returned.
-    pub trace: Vec<RuleOutcome>,
 }
 
 /// Judges one request and records what it learns (request rate, trap hits).
 pub fn decide(app: &App, request: ForwardedRequest) -> Judgement {
+    let facts = facts(app, request);
+    let decision = app.rules.evaluate(&facts);
+    Judgement { facts, decision }
+}
+
+/// Like [`decide`], with every rule's result (for `explain`).
+pub fn decide_traced(app: &App, request: ForwardedRequest) -> (Judgement, Vec<RuleOutcome>) {
+    let facts = facts(app, request);
+    let (decision, trace) = app.rules.evaluate_traced(&facts);
+    (Judgement { facts, decision }, trace)
+}
+
+/// Identity, enrichment and history for `request`; a trap URL counts as a trap hit.
+fn facts(app: &App, request: ForwardedRequest) -> Facts {
     let peer = request.peer.unwrap_or(IpAddr::from([127, 0, 0, 1]));
     let address =
         app.identity.client_address(peer, request.header("x-forwarded-for"), request.header("x-real-ip"));
@@ -57,7 +69,7 @@ pub fn decide(app: &App, request: ForwardedRequest) -> Judgement {
         app.clients.record_trap_hit(key, HitSource::TrapUrl);
     }
     let history = app.clients.observe_request(key);
-    let facts = Facts {
+    Facts {
         method: request.method,
         proto: request.proto,
         host: request.host,
@@ -68,7 +80,5 @@ pub fn decide(app: &App, request: ForwardedRequest) -> Judgement {
         geo: app.geo.lookup(address),
         history,
         is_trap_url,
-    };
-    let (decision, trace) = app.rules.evaluate(&facts);
-    Judgement { facts, decision, trace }
+    }
 }

@@ -8,7 +8,7 @@
 use std::collections::{HashMap, HashSet};
 use std::net::IpAddr;
 
-use aho_corasick::{AhoCorasick, AhoCorasickBuilder, MatchKind};
+use aho_corasick::{AhoCorasick, AhoCorasickBuilder, AhoCorasickKind, MatchKind};
 use ipnet::IpNet;
 
 use super::RulesError;
@@ -109,6 +109,8 @@ impl TokenList {
         let matcher = AhoCorasickBuilder::new()
             .ascii_case_insensitive(true)
             .match_kind(MatchKind::Standard)
+            // A DFA scans a user agent fastest; the lists are small enough for its memory.
+            .kind(Some(AhoCorasickKind::DFA))
             .build(&tokens)
             .expect("a token list within aho-corasick's limits");
         TokenList { matcher, tokens }

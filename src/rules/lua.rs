@@ -2,20 +2,19 @@
 //! view scripts see, and the helpers written in Rust.
 //!
 //! Sandbox: only the `table`, `string`, `math` and `utf8` libraries, without `load`, `dofile`,
-//! `loadfile`, `require`, `collectgarbage`, `print` or `string.dump`. Limits: a count hook every
+//! `loadfile`, `require`, `collectgarbage`, `print`, `rawset` or `string.dump`. Limits: a count hook every
 //! 1000 instructions stops a call that exceeds its instruction or time budget, and each state has
-//! a memory limit. The request is passed as scoped userdata (no table is built per call).
+//! a memory limit. The request is a per-thread table refilled for each request behind a
+//! read-only proxy; the whole ruleset runs in one call into Lua.
 
+use std::borrow::Cow;
 use std::cell::RefCell;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::time::Instant;
 
-use mlua::{
-    AnyUserData, Function, HookTriggers, Lua, LuaOptions, MultiValue, StdLib, Table, UserDataRegistry, Value,
-    VmState,
-};
-use mlua::{UserDataFields, UserDataMethods};
+use mlua::UserDataMethods;
+use mlua::{AnyUserData, Function, HookTriggers, Lua, LuaOptions, MultiValue, StdLib, Table, Value, VmState};
 
 use super::lists::{List, browser_claim};
 use super::{Compiled, Decision, FailMode, RuleOutcome, RulesError, Verdict};
@@ -28,17 +27,106 @@ const HOOK_EVERY: u32 = 1000;
 struct ThreadRules {
     generation: u64,
     lua: Lua,
-    rules: Vec<(String, Function)>,
+    /// Rule names, in order.
+    names: Vec<Arc<str>>,
+    /// The Lua function that runs every rule in one call (see `DRIVER`).
+    driver: Function,
+    /// The limit hook's budget.
     budget: Arc<Budget>,
+    /// The rule name of a decision no rule made.
+    no_rule: Arc<str>,
 }
+
+/// Runs the rules inside Lua, so a request crosses from Rust into Lua once, not once per rule.
+/// The instruction and time budget is set for each request; after a rule fails, `reset` gives
+/// the rules after it a fresh one. It returns the deciding rule's index (0 for none), a code
+/// (`CODE_ALLOW`, `CODE_TRAP`, or `CODE_ERROR` when a rule failed under fail-closed), the reason,
+/// and failed rules as `{index, message, ...}`. With a `trace` table it records every
+/// rule's result there the same way.
+const DRIVER: &str = r#"
+local checks, reset, pcall, tostring, fail_closed, setmetatable, error = ...
+local count = #checks
+local find = string.find
+
+-- The request rules see: a table refilled for each request behind a read-only proxy.
+local request = {}
+local lower, sub = string.lower, string.sub
+-- Headers arrive as one string "\nname: value\n..."; names are lowercase.
+request.header = function(self, name)
+  local key = "\n" .. lower(name) .. ": "
+  local start = find(request.headers, key, 1, true)
+  if start == nil then return nil end
+  local first = start + #key
+  return sub(request.headers, first, find(request.headers, "\n", first, true) - 1)
+end
+local view = setmetatable({}, {
+  __index = request,
+  __newindex = function() error("the request is read-only", 2) end,
+  __metatable = false,
+})
+
+return function(trace, headers, method, proto, host, uri, user_agent, ip, key, asn, asn_org, country,
+                trap_hits, trap_score, request_rate, flags)
+  request.headers, request.method, request.proto, request.host, request.uri = headers, method, proto, host, uri
+  local q = find(uri, "?", 1, true)
+  request.path = q and sub(uri, 1, q - 1) or uri
+  request.query = q and sub(uri, q + 1) or ""
+  request.user_agent, request.ip, request.key = user_agent, ip, key
+  request.asn, request.asn_org, request.country = asn, asn_org, country
+  request.trap_hits, request.trap_score, request.request_rate = trap_hits, trap_score, request_rate
+  request.rate_limited = (flags & 1) ~= 0
+  request.is_trap_url = (flags & 2) ~= 0
+
+  local errors
+  for i = 1, count do
+    local ok, verdict, reason = pcall(checks[i], view)
+    if ok then
+      if verdict == nil then
+        if trace then trace[#trace + 1] = i; trace[#trace + 1] = "pass" end
+      elseif verdict == "allow" or verdict == "trap" or verdict == "deny" then
+        if trace then trace[#trace + 1] = i; trace[#trace + 1] = verdict end
+        if type(reason) ~= "string" then reason = nil end
+        return i, verdict == "allow" and 1 or 2, reason, errors
+      else
+        ok = false
+        verdict = "returned \"" .. tostring(verdict) .. "\"; expected \"allow\", \"trap\" or nil"
+      end
+    end
+    if not ok then
+      local message = tostring(verdict)
+      -- A rule that ran over the budget must not leave the rules after it without one.
+      reset()
+      errors = errors or {}
+      errors[#errors + 1] = i; errors[#errors + 1] = message
+      if trace then trace[#trace + 1] = i; trace[#trace + 1] = "error: " .. message end
+      if fail_closed then return i, 3, message, errors end
+    end
+  end
+  return 0, 0, nil, errors
+end
+"#;
 
 /// What the limit hook checks, reset before every rule call.
 struct Budget {
     /// Hook runs left before the instruction limit.
     ticks: AtomicI64,
-    /// Deadline as nanoseconds since `epoch`.
+    /// Deadline as nanoseconds since `epoch`, or `UNSET` until the call's first hook tick.
     deadline: AtomicI64,
     epoch: Instant,
+    /// The time limit per call, in nanoseconds.
+    time_limit: i64,
+}
+
+/// A deadline not yet started.
+const UNSET: i64 = i64::MIN;
+
+impl Budget {
+    /// A fresh budget of `instructions`; the hook starts the clock on its first tick, so short
+    /// evaluations never read the clock.
+    fn reset(&self, instructions: u32) {
+        self.ticks.store(i64::from(instructions / HOOK_EVERY).max(1), Ordering::Relaxed);
+        self.deadline.store(UNSET, Ordering::Relaxed);
+    }
 }
 
 thread_local! {
@@ -48,11 +136,11 @@ thread_local! {
 /// Compiles the ruleset in a fresh state and returns its rule names.
 pub(super) fn check(compiled: &Compiled) -> Result<Vec<String>, RulesError> {
     let state = build(compiled)?;
-    Ok(state.rules.into_iter().map(|(name, _)| name).collect())
+    Ok(state.names.iter().map(|name| name.to_string()).collect())
 }
 
 /// Runs the rules on `facts` in this thread's state.
-pub(super) fn evaluate(compiled: &Compiled, facts: &Facts) -> (Decision, Vec<RuleOutcome>) {
+pub(super) fn evaluate(compiled: &Compiled, facts: &Facts, trace: Option<&mut Vec<RuleOutcome>>) -> Decision {
     STATE.with(|cell| {
         let mut slot = cell.borrow_mut();
         if slot.as_ref().is_none_or(|state| state.generation != compiled.generation) {
@@ -61,102 +149,160 @@ pub(super) fn evaluate(compiled: &Compiled, facts: &Facts) -> (Decision, Vec<Rul
                 Err(error) => {
                     // The ruleset compiled at load, so this is a resource problem; apply the fail mode.
                     tracing::error!(%error, "cannot build a Lua state for the rules");
-                    return (failed(compiled.fail, "rules", &error.to_string()), Vec::new());
+                    return failed(compiled.fail, &Arc::from("rules"), &error.to_string());
                 }
             }
         }
         let state = slot.as_ref().expect("state built above");
-        run(state, compiled, facts)
+        run(state, compiled, facts, trace)
     })
 }
 
-fn run(state: &ThreadRules, compiled: &Compiled, facts: &Facts) -> (Decision, Vec<RuleOutcome>) {
-    let mut trace = Vec::with_capacity(state.rules.len());
-    let limits = &compiled.limits;
-    let result = state.lua.scope(|scope| {
-        let request = scope.create_any_userdata_ref(facts)?;
-        for (name, check) in &state.rules {
-            state.budget.ticks.store(i64::from(limits.instructions / HOOK_EVERY).max(1), Ordering::Relaxed);
-            let deadline = state.budget.epoch.elapsed() + limits.time;
-            state.budget.deadline.store(deadline.as_nanos() as i64, Ordering::Relaxed);
-            match check.call::<MultiValue>(&request) {
-                Ok(values) => match outcome(&values) {
-                    Ok(None) => trace.push(RuleOutcome { rule: name.clone(), result: "pass".into() }),
-                    Ok(Some((verdict, reason))) => {
-                        trace.push(RuleOutcome { rule: name.clone(), result: verdict.as_str().into() });
-                        return Ok(Some(Decision { verdict, rule: name.clone(), reason }));
-                    }
-                    Err(message) => {
-                        if let Some(decision) = rule_failed(compiled, name, &message, &mut trace) {
-                            return Ok(Some(decision));
-                        }
-                    }
-                },
-                Err(error) => {
-                    let message = error_message(&error);
-                    if let Some(decision) = rule_failed(compiled, name, &message, &mut trace) {
-                        return Ok(Some(decision));
-                    }
+fn run(
+    state: &ThreadRules,
+    compiled: &Compiled,
+    facts: &Facts,
+    trace: Option<&mut Vec<RuleOutcome>>,
+) -> Decision {
+    // Addresses as text in stack buffers, headers in a reused buffer: no allocation per request.
+    let (mut ip_buffer, mut key_buffer) = ([0u8; 64], [0u8; 64]);
+    let ip = display_into(&mut ip_buffer, &facts.address);
+    let key = display_into(&mut key_buffer, &facts.key);
+    HEADERS.with(|cell| {
+        let mut headers = cell.borrow_mut();
+        headers.clear();
+        headers.push('\n');
+        for (name, value) in &facts.headers {
+            // Names are lowercase already; a newline in a value would fake a header, so drop it.
+            headers.push_str(name);
+            headers.push_str(": ");
+            if value.contains(['\n', '\r']) {
+                headers.extend(value.chars().filter(|c| *c != '\n' && *c != '\r'));
+            } else {
+                headers.push_str(value);
+            }
+            headers.push('\n');
+        }
+        state.budget.reset(compiled.limits.instructions);
+        let trace_table = match trace {
+            Some(_) => state.lua.create_table().ok(),
+            None => None,
+        };
+        let result: mlua::Result<(usize, u8, Option<mlua::LuaString>, Option<Table>)> = state.driver.call((
+            trace_table.clone(),
+            headers.as_str(),
+            facts.method.as_str(),
+            facts.proto.as_str(),
+            facts.host.as_str(),
+            facts.uri.as_str(),
+            facts.user_agent(),
+            ip,
+            key,
+            facts.geo.asn,
+            facts.geo.asn_org.as_deref(),
+            facts.geo.country.as_deref(),
+            facts.history.trap_hits,
+            facts.history.trap_score,
+            facts.history.request_rate,
+            u8::from(facts.history.rate_limited) | u8::from(facts.is_trap_url) << 1,
+        ));
+        let decision = match result {
+            Ok((index, code, reason, errors)) => {
+                for (rule, message) in pairs(&state.names, errors.as_ref()) {
+                    let message = clean_message(&message);
+                    tracing::warn!(rule = &*rule, error = %message, script = %compiled.name, "rule failed");
+                }
+                if let (Some(trace), Some(table)) = (trace, trace_table.as_ref()) {
+                    trace.extend(pairs(&state.names, Some(table)).map(|(rule, result)| {
+                        let result = match result.strip_prefix("error: ") {
+                            Some(message) => format!("error: {}", clean_message(message)),
+                            None => result,
+                        };
+                        RuleOutcome { rule, result: Cow::Owned(result) }
+                    }));
+                }
+                let rule =
+                    state.names.get(index.wrapping_sub(1)).cloned().unwrap_or_else(|| state.no_rule.clone());
+                let reason = reason.map(|reason| reason.to_string_lossy()).unwrap_or_default();
+                match code {
+                    CODE_ALLOW => Decision { verdict: Verdict::Allow, rule, reason },
+                    CODE_TRAP => Decision { verdict: Verdict::Trap, rule, reason },
+                    CODE_ERROR => failed(FailMode::Closed, &rule, &clean_message(&reason)),
+                    _ => Decision {
+                        verdict: Verdict::Allow,
+                        rule: state.no_rule.clone(),
+                        reason: String::new(),
+                    },
                 }
             }
+            Err(error) => {
+                tracing::warn!(error = %error_message(&error), script = %compiled.name, "rules failed");
+                failed(compiled.fail, &Arc::from("rules"), &error_message(&error))
+            }
+        };
+        // A rule that ran out of memory leaves garbage behind; collect it before the next request.
+        if state.lua.used_memory() > compiled.limits.memory / 2 {
+            let _ = state.lua.gc_collect();
         }
-        Ok(None)
-    });
-    let decision = match result {
-        Ok(Some(decision)) => decision,
-        Ok(None) => Decision { verdict: Verdict::Allow, rule: String::new(), reason: String::new() },
-        Err(error) => failed(compiled.fail, "rules", &error_message(&error)),
-    };
-    // A rule that ran out of memory leaves garbage behind; collect it before the next request.
-    if state.lua.used_memory() > limits.memory / 2 {
-        let _ = state.lua.gc_collect();
-    }
-    (decision, trace)
+        decision
+    })
 }
 
-/// Logs a failed rule and returns the decision its fail mode gives, if it decides.
-fn rule_failed(
-    compiled: &Compiled,
-    rule: &str,
-    message: &str,
-    trace: &mut Vec<RuleOutcome>,
-) -> Option<Decision> {
-    tracing::warn!(rule, error = message, script = %compiled.name, "rule failed");
-    trace.push(RuleOutcome { rule: rule.to_string(), result: format!("error: {message}") });
-    match compiled.fail {
-        FailMode::Open => None,
-        FailMode::Closed => Some(failed(FailMode::Closed, rule, message)),
-    }
+/// What the driver returns: no rule decided, allow, trap, or a rule failed under fail-closed.
+const CODE_ALLOW: u8 = 1;
+const CODE_TRAP: u8 = 2;
+const CODE_ERROR: u8 = 3;
+
+thread_local! {
+    /// The request's headers as `\nname: value\n...`, which `r:header` searches.
+    static HEADERS: RefCell<String> = const { RefCell::new(String::new()) };
 }
 
-fn failed(mode: FailMode, rule: &str, message: &str) -> Decision {
+/// Formats `value` into `buffer` (an IPv6 prefix fits in 64 bytes with room to spare).
+fn display_into<'b>(buffer: &'b mut [u8; 64], value: &dyn std::fmt::Display) -> &'b str {
+    use std::io::Write;
+    let mut cursor = std::io::Cursor::new(&mut buffer[..]);
+    let _ = write!(cursor, "{value}");
+    let len = cursor.position() as usize;
+    std::str::from_utf8(&buffer[..len]).unwrap_or_default()
+}
+
+/// The driver's `[index, text, index, text, ...]` list as (rule name, text) pairs.
+fn pairs<'a>(
+    names: &'a [Arc<str>],
+    table: Option<&'a Table>,
+) -> impl Iterator<Item = (Arc<str>, String)> + 'a {
+    let values: Vec<Value> =
+        table.map(|table| table.sequence_values::<Value>().flatten().collect()).unwrap_or_default();
+    let entries: Vec<(Arc<str>, String)> = values
+        .chunks(2)
+        .filter_map(|pair| match pair {
+            [Value::Integer(index), Value::String(text)] => {
+                let name = names.get((*index as usize).wrapping_sub(1))?.clone();
+                Some((name, text.to_string_lossy()))
+            }
+            _ => None,
+        })
+        .collect();
+    entries.into_iter()
+}
+
+/// Lua's and mlua's error texts, reduced to their first line with friendlier wording.
+fn clean_message(message: &str) -> String {
+    let first = message.lines().next().unwrap_or_default();
+    let first = first.strip_prefix("runtime error: ").unwrap_or(first);
+    if first.contains("not enough memory") {
+        return "memory limit exceeded".into();
+    }
+    first.to_string()
+}
+
+fn failed(mode: FailMode, rule: &Arc<str>, message: &str) -> Decision {
     let verdict = match mode {
         FailMode::Open => Verdict::Allow,
         FailMode::Closed => Verdict::Trap,
     };
-    Decision { verdict, rule: rule.to_string(), reason: format!("rule failed: {message}") }
-}
-
-/// A rule's return values: nothing (pass), or `"allow"`/`"trap"`/`"deny"` and a reason.
-fn outcome(values: &MultiValue) -> Result<Option<(Verdict, String)>, String> {
-    let mut values = values.iter();
-    let verdict = match values.next() {
-        None | Some(Value::Nil) => return Ok(None),
-        Some(Value::String(text)) => match text.to_str().map(|s| s.to_string()).as_deref() {
-            Ok("allow") => Verdict::Allow,
-            Ok("trap") | Ok("deny") => Verdict::Trap,
-            Ok(other) => return Err(format!("returned \"{other}\"; expected \"allow\", \"trap\" or nil")),
-            Err(_) => return Err("returned a non-UTF-8 string".into()),
-        },
-        Some(other) => {
-            return Err(format!("returned a {}; expected \"allow\", \"trap\" or nil", other.type_name()));
-        }
-    };
-    let reason = match values.next() {
-        Some(Value::String(text)) => text.to_string_lossy(),
-        _ => String::new(),
-    };
-    Ok(Some((verdict, reason)))
+    Decision { verdict, rule: rule.clone(), reason: format!("rule failed: {message}") }
 }
 
 fn error_message(error: &mlua::Error) -> String {
@@ -175,30 +321,32 @@ fn build(compiled: &Compiled) -> Result<ThreadRules, RulesError> {
         Lua::new_with(StdLib::TABLE | StdLib::STRING | StdLib::MATH | StdLib::UTF8, LuaOptions::default())
             .map_err(script_error)?;
     sandbox(&lua).map_err(script_error)?;
-    register_request(&lua).map_err(script_error)?;
     install_helpers(&lua, compiled).map_err(script_error)?;
 
     let budget = Arc::new(Budget {
         ticks: AtomicI64::new(i64::MAX),
-        deadline: AtomicI64::new(i64::MAX),
+        deadline: AtomicI64::new(UNSET),
         epoch: Instant::now(),
+        time_limit: compiled.limits.time.as_nanos() as i64,
     });
     let hook_budget = budget.clone();
     lua.set_hook(HookTriggers::new().every_nth_instruction(HOOK_EVERY), move |_, _| {
         if hook_budget.ticks.fetch_sub(1, Ordering::Relaxed) <= 0 {
             return Err(mlua::Error::runtime("instruction limit exceeded"));
         }
-        if hook_budget.epoch.elapsed().as_nanos() as i64 > hook_budget.deadline.load(Ordering::Relaxed) {
+        let now = hook_budget.epoch.elapsed().as_nanos() as i64;
+        let deadline = hook_budget.deadline.load(Ordering::Relaxed);
+        if deadline == UNSET {
+            hook_budget.deadline.store(now.saturating_add(hook_budget.time_limit), Ordering::Relaxed);
+        } else if now > deadline {
             return Err(mlua::Error::runtime("time limit exceeded"));
         }
         Ok(VmState::Continue)
     })
     .map_err(script_error)?;
 
-    // Loading the script runs under the same limits as a rule call.
+    // Loading the script runs under ten times a rule call's instruction budget.
     budget.ticks.store(i64::from(compiled.limits.instructions / HOOK_EVERY).max(1) * 10, Ordering::Relaxed);
-    let deadline = budget.epoch.elapsed() + compiled.limits.time * 10;
-    budget.deadline.store(deadline.as_nanos() as i64, Ordering::Relaxed);
     lua.set_memory_limit(compiled.limits.memory).map_err(script_error)?;
     let returned: Value = lua
         .load(compiled.source.as_str())
@@ -211,7 +359,8 @@ fn build(compiled: &Compiled) -> Result<ThreadRules, RulesError> {
             compiled.name
         )));
     };
-    let mut rules = Vec::new();
+    let mut names = Vec::new();
+    let checks = lua.create_table().map_err(script_error)?;
     for (index, entry) in list.sequence_values::<Table>().enumerate() {
         let entry = entry.map_err(|_| {
             RulesError::Script(format!("{}: rule {} is not a table", compiled.name, index + 1))
@@ -222,44 +371,39 @@ fn build(compiled: &Compiled) -> Result<ThreadRules, RulesError> {
         let check: Function = entry.get("check").map_err(|_| {
             RulesError::Script(format!("{}: rule `{name}` has no check function", compiled.name))
         })?;
-        rules.push((name, check));
+        checks.push(check).map_err(script_error)?;
+        names.push(Arc::from(name));
     }
-    Ok(ThreadRules { generation: compiled.generation, lua, rules, budget })
+    let instructions = compiled.limits.instructions;
+    let reset_budget = budget.clone();
+    let reset = lua
+        .create_function(move |_, ()| {
+            reset_budget.reset(instructions);
+            Ok(())
+        })
+        .map_err(script_error)?;
+    let pcall: Function = lua.globals().get("pcall").map_err(script_error)?;
+    let tostring: Function = lua.globals().get("tostring").map_err(script_error)?;
+    let setmetatable: Function = lua.globals().get("setmetatable").map_err(script_error)?;
+    let error: Function = lua.globals().get("error").map_err(script_error)?;
+    let driver: Function = lua
+        .load(DRIVER)
+        .set_name("=quagmire rule driver")
+        .call((checks, reset, pcall, tostring, compiled.fail == FailMode::Closed, setmetatable, error))
+        .map_err(script_error)?;
+    Ok(ThreadRules { generation: compiled.generation, lua, names, driver, budget, no_rule: Arc::from("") })
 }
 
 /// Removes what could read files, load code or inspect the host from the globals.
 fn sandbox(lua: &Lua) -> mlua::Result<()> {
     let globals = lua.globals();
-    for name in ["dofile", "loadfile", "load", "require", "collectgarbage", "print"] {
+    // `rawset` could write through the read-only request view.
+    for name in ["dofile", "loadfile", "load", "require", "collectgarbage", "print", "rawset"] {
         globals.set(name, Value::Nil)?;
     }
     let string: Table = globals.get("string")?;
     string.set("dump", Value::Nil)?;
     Ok(())
-}
-
-/// The request view: read-only fields and `r:header(name)`.
-fn register_request(lua: &Lua) -> mlua::Result<()> {
-    lua.register_userdata_type::<Facts>(|registry: &mut UserDataRegistry<Facts>| {
-        registry.add_field_method_get("method", |_, r| Ok(r.method.clone()));
-        registry.add_field_method_get("proto", |_, r| Ok(r.proto.clone()));
-        registry.add_field_method_get("host", |_, r| Ok(r.host.clone()));
-        registry.add_field_method_get("uri", |_, r| Ok(r.uri.clone()));
-        registry.add_field_method_get("path", |_, r| Ok(r.path().to_string()));
-        registry.add_field_method_get("query", |_, r| Ok(r.query().to_string()));
-        registry.add_field_method_get("user_agent", |_, r| Ok(r.user_agent().to_string()));
-        registry.add_field_method_get("ip", |_, r| Ok(r.address.to_string()));
-        registry.add_field_method_get("key", |_, r| Ok(r.key.to_string()));
-        registry.add_field_method_get("asn", |_, r| Ok(r.geo.asn));
-        registry.add_field_method_get("asn_org", |_, r| Ok(r.geo.asn_org.clone()));
-        registry.add_field_method_get("country", |_, r| Ok(r.geo.country.clone()));
-        registry.add_field_method_get("trap_hits", |_, r| Ok(r.history.trap_hits));
-        registry.add_field_method_get("trap_score", |_, r| Ok(r.history.trap_score));
-        registry.add_field_method_get("request_rate", |_, r| Ok(r.history.request_rate));
-        registry.add_field_method_get("rate_limited", |_, r| Ok(r.history.rate_limited));
-        registry.add_field_method_get("is_trap_url", |_, r| Ok(r.is_trap_url));
-        registry.add_method("header", |_, r, name: String| Ok(r.header(&name).map(str::to_string)));
-    })
 }
 
 /// `lists.<name>` with `:find(...)`, and `browser(ua)`.
@@ -269,13 +413,15 @@ fn install_helpers(lua: &Lua, compiled: &Compiled) -> mlua::Result<()> {
         // (or true); nil when `x` is not in the list.
         registry.add_method("find", |lua, list, value: Value| {
             let found = match (list.as_ref(), &value) {
-                (List::Tokens(tokens), Value::String(text)) => {
-                    tokens.find(&text.to_string_lossy()).map(|token| label_value(lua, token))
-                }
-                (List::Networks(networks), Value::String(text)) => text
-                    .to_string_lossy()
-                    .parse()
+                (List::Tokens(tokens), Value::String(text)) => text
+                    .to_str()
                     .ok()
+                    .and_then(|text| tokens.find(&text))
+                    .map(|token| label_value(lua, token)),
+                (List::Networks(networks), Value::String(text)) => text
+                    .to_str()
+                    .ok()
+                    .and_then(|text| text.parse().ok())
                     .and_then(|address| networks.find(address))
                     .map(|label| label_value(lua, label)),
                 (List::Asns(asns), Value::Integer(asn)) => {

@@ -82,8 +82,8 @@ impl Request {
 /// Checks that `request` gets `verdict` from rule `rule` ("" when no rule decides).
 fn check(rules: &Rules, request: Request, verdict: Verdict, rule: &str) {
     let facts = request.facts();
-    let (decision, trace) = rules.evaluate(&facts);
-    assert_eq!((decision.verdict, decision.rule.as_str()), (verdict, rule), "{facts:#?}\n{trace:#?}");
+    let (decision, trace) = rules.evaluate_traced(&facts);
+    assert_eq!((decision.verdict, &*decision.rule), (verdict, rule), "{facts:#?}\n{trace:#?}");
 }
 
 #[test]
@@ -224,14 +224,14 @@ fn an_infinite_loop_is_stopped_and_gets_the_fail_mode() {
     }"#;
     let started = std::time::Instant::now();
     let (decision, trace) =
-        script_rules(script, FailMode::Open).unwrap().evaluate(&Request::browser(CHROME).facts());
+        script_rules(script, FailMode::Open).unwrap().evaluate_traced(&Request::browser(CHROME).facts());
     assert!(started.elapsed() < Duration::from_secs(2));
-    assert_eq!(decision.rule, "after", "fail open skips the broken rule");
+    assert_eq!(&*decision.rule, "after", "fail open skips the broken rule");
     assert!(trace[0].result.contains("limit exceeded"), "{trace:?}");
 
-    let (decision, _) =
+    let decision =
         script_rules(script, FailMode::Closed).unwrap().evaluate(&Request::browser(CHROME).facts());
-    assert_eq!((decision.verdict, decision.rule.as_str()), (Verdict::Trap, "spin"));
+    assert_eq!((decision.verdict, &*decision.rule), (Verdict::Trap, "spin"));
 }
 
 #[test]
@@ -246,8 +246,8 @@ fn a_memory_bomb_is_stopped_and_the_state_keeps_working() {
     }"#;
     let rules = script_rules(script, FailMode::Open).unwrap();
     for _ in 0..3 {
-        let (decision, trace) = rules.evaluate(&Request::browser(CHROME).facts());
-        assert_eq!(decision.rule, "after");
+        let (decision, trace) = rules.evaluate_traced(&Request::browser(CHROME).facts());
+        assert_eq!(&*decision.rule, "after");
         assert!(trace[0].result.starts_with("error:"), "{trace:?}");
     }
 }
@@ -269,7 +269,7 @@ fn the_sandbox_has_no_files_processes_or_code_loading() {
             "return {{ {{ name = \"escape\", check = function(r) {forbidden}; return 'allow' end }} }}"
         );
         let rules = script_rules(&script, FailMode::Closed).unwrap();
-        let (decision, _) = rules.evaluate(&Request::browser(CHROME).facts());
+        let decision = rules.evaluate(&Request::browser(CHROME).facts());
         assert_eq!(decision.verdict, Verdict::Trap, "{forbidden} must fail");
     }
 }
@@ -289,11 +289,23 @@ fn script_errors_name_file_and_line() {
 }
 
 #[test]
+fn the_request_is_read_only() {
+    let script = "return {
+        { name = 'write', check = function(r) r.path = '/robots.txt' end },
+        { name = 'read', check = function(r) return 'allow', r.path end },
+    }";
+    let (decision, trace) =
+        script_rules(script, FailMode::Open).unwrap().evaluate_traced(&Request::browser(CHROME).facts());
+    assert!(trace[0].result.contains("read-only"), "{trace:?}");
+    assert_eq!(decision.reason, "/articles/hello");
+}
+
+#[test]
 fn bad_return_values_are_rule_errors() {
     let rules =
         script_rules("return { { name = 'odd', check = function(r) return 'maybe' end } }", FailMode::Closed)
             .unwrap();
-    let (decision, trace) = rules.evaluate(&Request::browser(CHROME).facts());
+    let (decision, trace) = rules.evaluate_traced(&Request::browser(CHROME).facts());
     assert_eq!(decision.verdict, Verdict::Trap);
     assert!(trace[0].result.contains("\"maybe\""), "{trace:?}");
 }
@@ -307,7 +319,7 @@ fn scripts_read_every_fact() {
     end } }"#;
     let rules = script_rules(script, FailMode::Closed).unwrap();
     let request = Request { uri: "/a?b=1", asn: Some(64500), ..Request::browser(CHROME) };
-    let (decision, _) = rules.evaluate(&request.facts());
+    let decision = rules.evaluate(&request.facts());
     assert_eq!(
         decision.reason,
         "GET https example.org /a b=1 198.51.100.20 198.51.100.20 64500 0 false text/html - chrome 120 0"
@@ -329,11 +341,11 @@ fn reload_keeps_the_old_rules_when_the_new_file_is_broken() {
     .unwrap();
     std::fs::write(&path, "return { { name = 'second' check = } }").unwrap();
     assert!(rules.reload().is_err());
-    assert_eq!(rules.evaluate(&Request::browser(CHROME).facts()).0.rule, "first");
+    assert_eq!(&*rules.evaluate(&Request::browser(CHROME).facts()).rule, "first");
     std::fs::write(&path, "return { { name = 'second', check = function(r) return 'allow', 'v2' end } }")
         .unwrap();
     rules.reload().unwrap();
-    assert_eq!(rules.evaluate(&Request::browser(CHROME).facts()).0.rule, "second");
+    assert_eq!(&*rules.evaluate(&Request::browser(CHROME).facts()).rule, "second");
 }
 
 #[test]

@@ -1,0 +1,35 @@
+-- wrk script: forward-auth requests as Caddy sends them for a browser page view, from a
+-- rotating set of client addresses and pages. Requests are prepared once, so that wrk itself
+-- spends little time per request.
+local prepared = {}
+local counter = 0
+
+init = function(args)
+  for i = 1, 1000 do
+    local headers = {
+      ["Host"] = "127.0.0.1",
+      ["X-Forwarded-Method"] = "GET",
+      ["X-Forwarded-Proto"] = "https",
+      ["X-Forwarded-Host"] = "site.example",
+      ["X-Forwarded-Uri"] = "/articles/2024/post-" .. i,
+      ["X-Forwarded-For"] = "198.51." .. (i % 200) .. "." .. (i % 250 + 1),
+      ["User-Agent"] = "Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/130.0.0.0 Safari/537.36",
+      ["Accept"] = "text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8",
+      ["Accept-Language"] = "en-US,en;q=0.9",
+      ["Accept-Encoding"] = "gzip",
+      ["Sec-Fetch-Site"] = "none",
+      ["Sec-Fetch-Mode"] = "navigate",
+      ["Sec-Fetch-Dest"] = "document",
+      ["Sec-Fetch-User"] = "?1",
+      ["Sec-Ch-Ua"] = "\"Chromium\";v=\"130\", \"Not?A_Brand\";v=\"99\"",
+      ["Upgrade-Insecure-Requests"] = "1",
+      ["Cookie"] = "sid=abc123",
+    }
+    prepared[i] = wrk.format("GET", "/verdict", headers)
+  end
+end
+
+request = function()
+  counter = counter % 1000 + 1
+  return prepared[counter]
+end

@@ -1,0 +1,40 @@
+//! Times the rules engine on one request for a given script (or the default), to see where the
+//! cost of a decision lies. Usage: `rulecost [SCRIPT]`.
+
+use std::time::{Duration, Instant};
+
+use quagmire::App;
+use quagmire::config::Config;
+use quagmire::secret::Secret;
+use quagmire::verdict::{ForwardedRequest, decide};
+
+fn main() {
+    let mut config = Config::embedded();
+    config.rules.script = std::env::args().nth(1).map(Into::into);
+    let (secret, _) = Secret::resolve(Some("bench-secret-0123456789abcdef".into()), None);
+    let app = App::build(config, &secret).expect("builds");
+    let ua = "Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/130.0.0.0 Safari/537.36";
+    let request = ForwardedRequest {
+        peer: Some([127, 0, 0, 1].into()),
+        method: "GET".into(),
+        proto: "https".into(),
+        host: "site.example".into(),
+        uri: "/articles/2024/some-post".into(),
+        headers: vec![
+            ("user-agent".into(), ua.into()),
+            ("sec-fetch-mode".into(), "navigate".into()),
+            ("x-forwarded-for".into(), "198.51.100.7".into()),
+        ],
+    };
+    let facts = decide(&app, request).facts;
+    let rounds: u32 = std::env::var("ROUNDS").ok().and_then(|r| r.parse().ok()).unwrap_or(200_000);
+    let mut best = Duration::MAX;
+    for _ in 0..if rounds < 100_000 { 1 } else { 5 } {
+        let started = Instant::now();
+        for _ in 0..rounds {
+            std::hint::black_box(app.rules.evaluate(std::hint::black_box(&facts)));
+        }
+        best = best.min(started.elapsed());
+    }
+    println!("{:.2} µs per evaluation", best.as_secs_f64() * 1e6 / f64::from(rounds));
+}
