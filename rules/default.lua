@@ -13,11 +13,13 @@
 -- lists.ai_crawlers); list:find(ua | ip | asn) returns the match or nil; for labelled network
 -- lists, list:claimed(ua) returns the label the user agent names. browser(ua) returns the
 -- family ("chrome", "edge", "firefox", "safari"), major and minor version a UA claims.
+-- trap_threshold is the configured trap score threshold.
 
--- A client whose decayed trap score reaches this is trapped on every request. With the default
--- half-life of ten minutes, one stray hit (score 1) never reaches it; a crawler walking the trap
--- reaches it within a few pages, and stays over it for as long as it keeps walking.
-local TRAP_SCORE_LIMIT = 5
+-- A client whose decayed trap score reaches `trap_threshold` (config: rules { trap-threshold },
+-- default 5) is trapped on every request. With the default half-life of ten minutes, one stray
+-- hit (score 1) never reaches it; a crawler walking the trap reaches it within a few pages, and
+-- stays over it for as long as it keeps walking.
+local TRAP_SCORE_LIMIT = trap_threshold
 
 -- Feed readers fetch feeds from servers, often from datacenters; they must always get through.
 local FEED_SUFFIXES = { ".rss", ".atom", ".xml", ".rdf", "/feed", "/feed/", "/rss", "/rss/", "/atom", "/atom/" }

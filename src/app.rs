@@ -12,6 +12,7 @@ use crate::corpus::{self, CorpusError};
 use crate::generator::Generator;
 use crate::generator::markov::{Chain, ChainError};
 use crate::geo::{Geo, GeoError};
+use crate::metrics::Metrics;
 use crate::rules::{Rules, RulesError};
 use crate::secret::Secret;
 use crate::trap_url::TrapUrls;
@@ -32,6 +33,8 @@ pub struct App {
     pub geo: Geo,
     /// The live ruleset.
     pub rules: Rules,
+    /// Prometheus metrics.
+    pub metrics: Arc<Metrics>,
 }
 
 /// A component that could not be built from the config.
@@ -73,8 +76,10 @@ impl App {
         let verdict = &config.verdict;
         let identity =
             ClientIdentity::new(verdict.trusted_proxies.clone(), verdict.ipv4_prefix, verdict.ipv6_prefix);
-        let clients = ClientStates::new(config.clients.clone());
-        Ok(App { config, generator, drip_slots, identity, clients, geo, rules })
+        let metrics = Arc::new(Metrics::new());
+        let evictions = metrics.clone();
+        let clients = ClientStates::new(config.clients.clone(), move || evictions.evicted());
+        Ok(App { config, generator, drip_slots, identity, clients, geo, rules, metrics })
     }
 }
 

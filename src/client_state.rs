@@ -13,6 +13,7 @@ use governor::{DefaultDirectRateLimiter, Quota, RateLimiter};
 use moka::sync::Cache;
 
 use crate::client::ClientKey;
+use crate::geo::GeoInfo;
 
 /// Settings for the per-client records.
 #[derive(Clone, Debug, PartialEq)]
@@ -61,6 +62,12 @@ pub struct ClientSnapshot {
     pub first_seen: SystemTime,
     /// When it was last seen.
     pub last_seen: SystemTime,
+    /// The user agent of its last verdict request.
+    pub last_user_agent: String,
+    /// Its ASN, if known.
+    pub asn: Option<u32>,
+    /// Its AS organisation, if known.
+    pub asn_org: Option<String>,
 }
 
 /// All client records.
@@ -82,22 +89,37 @@ struct Inner {
     updated: Instant,
     first_seen: SystemTime,
     last_seen: SystemTime,
+    /// Longer user agents are cut, so a record stays small.
+    last_user_agent: String,
+    asn: Option<u32>,
+    asn_org: Option<Box<str>>,
 }
+
+/// Bytes of a client's last user agent kept for the admin view.
+const USER_AGENT_BYTES: usize = 256;
 
 /// Half-life of a request's weight in `request_rate`.
 const RATE_HALF_LIFE: Duration = Duration::from_secs(60);
 
 impl ClientStates {
-    /// An empty set of records.
-    pub fn new(config: ClientStateConfig) -> Self {
-        let cache = Cache::builder().max_capacity(config.capacity).time_to_idle(config.idle_timeout).build();
+    /// An empty set of records; `on_evict` runs for each record dropped for capacity or idleness.
+    pub fn new(config: ClientStateConfig, on_evict: impl Fn() + Send + Sync + 'static) -> Self {
+        let cache = Cache::builder()
+            .max_capacity(config.capacity)
+            .time_to_idle(config.idle_timeout)
+            .eviction_listener(move |_key, _record, cause| {
+                if cause.was_evicted() {
+                    on_evict();
+                }
+            })
+            .build();
         let per_minute = NonZeroU32::new(config.requests_per_minute.max(1)).expect("at least one");
         let quota = Quota::per_minute(per_minute);
         ClientStates { cache, config, quota }
     }
 
     /// Records a request from `key` and returns its history including this request.
-    pub fn observe_request(&self, key: ClientKey) -> History {
+    pub fn observe_request(&self, key: ClientKey, user_agent: &str, geo: &GeoInfo) -> History {
         let record = self.record(key);
         let rate_limited = record.limiter.check().is_err();
         let mut inner = record.inner.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
@@ -105,7 +127,28 @@ impl ClientStates {
         inner.decay(now, &self.config);
         inner.request_rate += 1.0;
         inner.last_seen = SystemTime::now();
+        let user_agent = truncate(user_agent, USER_AGENT_BYTES);
+        if inner.last_user_agent != user_agent {
+            inner.last_user_agent.clear();
+            inner.last_user_agent.push_str(user_agent);
+        }
+        if inner.asn != geo.asn {
+            inner.asn = geo.asn;
+            inner.asn_org = geo.asn_org.as_deref().map(Box::from);
+        }
         History { rate_limited, ..inner.history() }
+    }
+
+    /// Clients whose decayed trap score is at least `threshold` (walks every record: for scrapes).
+    pub fn count_over(&self, threshold: f64) -> u64 {
+        let now = Instant::now();
+        let mut count = 0;
+        for (_, record) in self.cache.iter() {
+            let mut inner = record.inner.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+            inner.decay(now, &self.config);
+            count += u64::from(inner.trap_score >= threshold);
+        }
+        count
     }
 
     /// Records a trap hit for `key`.
@@ -145,6 +188,9 @@ impl ClientStates {
                     history: inner.history(),
                     first_seen: inner.first_seen,
                     last_seen: inner.last_seen,
+                    last_user_agent: inner.last_user_agent.clone(),
+                    asn: inner.asn,
+                    asn_org: inner.asn_org.as_deref().map(str::to_string),
                 })
             })
             .collect();
@@ -175,6 +221,9 @@ impl ClientStates {
                     updated: Instant::now(),
                     first_seen: now,
                     last_seen: now,
+                    last_user_agent: String::new(),
+                    asn: None,
+                    asn_org: None,
                 }),
                 limiter: RateLimiter::direct(self.quota),
             })
@@ -202,6 +251,18 @@ impl Inner {
     }
 }
 
+/// The longest prefix of `text` of at most `bytes` bytes that ends on a character boundary.
+fn truncate(text: &str, bytes: usize) -> &str {
+    if text.len() <= bytes {
+        return text;
+    }
+    let mut end = bytes;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    &text[..end]
+}
+
 /// ln 2 / half-life: the decay constant per second.
 fn ln2_over(half_life: Duration) -> f64 {
     std::f64::consts::LN_2 / half_life.as_secs_f64().max(0.001)
@@ -213,12 +274,19 @@ mod tests {
     use crate::client::ClientIdentity;
 
     fn states(half_life: Duration) -> ClientStates {
-        ClientStates::new(ClientStateConfig {
-            capacity: 1000,
-            idle_timeout: Duration::from_secs(3600),
-            trap_half_life: half_life,
-            requests_per_minute: 5,
-        })
+        ClientStates::new(
+            ClientStateConfig {
+                capacity: 1000,
+                idle_timeout: Duration::from_secs(3600),
+                trap_half_life: half_life,
+                requests_per_minute: 5,
+            },
+            || {},
+        )
+    }
+
+    fn observe(states: &ClientStates, client: &str) -> History {
+        states.observe_request(key(client), "test-agent", &GeoInfo::default())
     }
 
     fn key(text: &str) -> ClientKey {
@@ -254,24 +322,32 @@ mod tests {
     fn requests_beyond_the_quota_are_rate_limited() {
         let states = states(Duration::from_secs(600));
         let limited: Vec<bool> =
-            (0..8).map(|_| states.observe_request(key("192.0.2.1")).rate_limited).collect();
+            (0..8).map(|_| observe(&states, "192.0.2.1").rate_limited).collect();
         assert_eq!(limited, [false, false, false, false, false, true, true, true]);
-        assert!(!states.observe_request(key("192.0.2.2")).rate_limited);
+        assert!(!observe(&states, "192.0.2.2").rate_limited);
         assert!(states.history(key("192.0.2.1")).request_rate > 7.0);
     }
 
     #[test]
     fn capacity_bounds_the_records() {
-        let states = ClientStates::new(ClientStateConfig {
-            capacity: 100,
-            idle_timeout: Duration::from_secs(3600),
-            trap_half_life: Duration::from_secs(600),
-            requests_per_minute: 60,
-        });
+        let evictions = Arc::new(std::sync::atomic::AtomicU64::new(0));
+        let counter = evictions.clone();
+        let states = ClientStates::new(
+            ClientStateConfig {
+                capacity: 100,
+                idle_timeout: Duration::from_secs(3600),
+                trap_half_life: Duration::from_secs(600),
+                requests_per_minute: 60,
+            },
+            move || {
+                counter.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            },
+        );
         for i in 0..5000u32 {
-            states.observe_request(key(&std::net::Ipv4Addr::from(i).to_string()));
+            observe(&states, &std::net::Ipv4Addr::from(i).to_string());
         }
         assert!(states.len() <= 110, "{} records", states.len());
+        assert!(evictions.load(std::sync::atomic::Ordering::Relaxed) >= 4800);
     }
 
     #[test]
@@ -282,8 +358,16 @@ mod tests {
                 states.record_trap_hit(key(client), HitSource::TrapListener);
             }
         }
-        states.observe_request(key("192.0.2.4"));
-        let top: Vec<String> = states.most_trapped(2).iter().map(|c| c.key.to_string()).collect();
-        assert_eq!(top, ["192.0.2.2", "192.0.2.1"]);
+        states.observe_request(
+            key("192.0.2.2"),
+            "GPTBot/1.2",
+            &GeoInfo { asn: Some(16509), asn_org: Some("Amazon".into()), country: None },
+        );
+        observe(&states, "192.0.2.4");
+        let top = states.most_trapped(2);
+        let keys: Vec<String> = top.iter().map(|c| c.key.to_string()).collect();
+        assert_eq!(keys, ["192.0.2.2", "192.0.2.1"]);
+        assert_eq!((top[0].last_user_agent.as_str(), top[0].asn), ("GPTBot/1.2", Some(16509)));
+        assert_eq!(states.count_over(2.5), 2, "a little decay has passed since the hits");
     }
 }

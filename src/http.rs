@@ -1,9 +1,11 @@
 //! The HTTP surface, in one screen: two listeners and their routes. The only module that knows
 //! axum or HTTP types.
 //!
-//! - verdict listener: `/verdict` (any method; see [`verdict`]) and `/health`;
+//! - verdict listener: `/verdict` (any method; see [`verdict`]), `/health`, `/metrics`
+//!   (Prometheus) and `/api/trapped` (see [`admin`]);
 //! - trap listener: every method and path is a generated page (see [`trap`]).
 
+pub mod admin;
 pub mod trap;
 pub mod verdict;
 
@@ -14,7 +16,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::Router;
-use axum::routing::any;
+use axum::routing::{any, get};
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 
@@ -25,7 +27,12 @@ const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
 
 /// Routes of the verdict listener.
 pub fn verdict_router(app: Arc<App>) -> Router {
-    Router::new().route("/verdict", any(verdict::verdict)).route("/health", any(health)).with_state(app)
+    Router::new()
+        .route("/verdict", any(verdict::verdict))
+        .route("/health", any(health))
+        .route("/metrics", get(admin::metrics))
+        .route("/api/trapped", get(admin::trapped))
+        .with_state(app)
 }
 
 /// Routes of the trap listener: everything is a trap page.

@@ -22,6 +22,7 @@ pub mod facts;
 pub mod generator;
 pub mod geo;
 pub mod http;
+pub mod metrics;
 pub mod reload;
 pub mod rules;
 pub mod secret;

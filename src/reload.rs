@@ -16,10 +16,12 @@ pub fn reload_rules(app: &App, why: &str) -> bool {
     match app.rules.reload() {
         Ok(compiled) => {
             tracing::info!(why, rules = compiled.rule_names().len(), "reloaded the rules");
+            app.metrics.reload("rules", true);
             true
         }
         Err(error) => {
             tracing::error!(why, %error, "the new rules do not load; the previous rules stay in use");
+            app.metrics.reload("rules", false);
             false
         }
     }

@@ -64,6 +64,8 @@ pub struct Decision {
     pub rule: Arc<str>,
     /// The deciding rule's reason.
     pub reason: String,
+    /// Rules that failed on the way, with their error (empty, and unallocated, almost always).
+    pub failures: Vec<(Arc<str>, String)>,
 }
 
 /// What one rule did, for `explain`.
@@ -106,6 +108,9 @@ pub struct RulesConfig {
     pub fail: FailMode,
     /// Per-call and per-state limits.
     pub limits: Limits,
+    /// The trap score at which a client counts as trapped: `trap_threshold` in Lua, and the
+    /// threshold of `quagmire_clients_over_threshold`.
+    pub trap_threshold: f64,
 }
 
 /// A ruleset that cannot be loaded.
@@ -143,6 +148,7 @@ pub struct Compiled {
     rule_names: Vec<String>,
     fail: FailMode,
     limits: Limits,
+    trap_threshold: f64,
 }
 
 impl Compiled {
@@ -185,6 +191,11 @@ impl Rules {
     /// The ruleset in use.
     pub fn current(&self) -> Arc<Compiled> {
         self.current.load_full()
+    }
+
+    /// The trap threshold rules are given.
+    pub fn trap_threshold(&self) -> f64 {
+        self.config.trap_threshold
     }
 
     /// Files to watch for changes.
@@ -249,6 +260,7 @@ fn compile(config: &RulesConfig, generation: u64) -> Result<Compiled, RulesError
         rule_names: Vec::new(),
         fail: config.fail,
         limits: config.limits.clone(),
+        trap_threshold: config.trap_threshold,
     };
     // Build one state now, so that a script that does not compile or run is an error at load.
     compiled.rule_names = lua::check(&compiled)?;

@@ -67,8 +67,11 @@ fn facts(app: &App, request: ForwardedRequest) -> Facts {
     if is_trap_url {
         // No human is ever shown a trap URL: asking for one is a trap hit, from any address.
         app.clients.record_trap_hit(key, HitSource::TrapUrl);
+        app.metrics.trap_hit(HitSource::TrapUrl);
     }
-    let history = app.clients.observe_request(key);
+    let geo = app.geo.lookup(address);
+    let user_agent = request.header("user-agent").unwrap_or("");
+    let history = app.clients.observe_request(key, user_agent, &geo);
     Facts {
         method: request.method,
         proto: request.proto,
@@ -77,7 +80,7 @@ fn facts(app: &App, request: ForwardedRequest) -> Facts {
         headers: request.headers,
         address,
         key,
-        geo: app.geo.lookup(address),
+        geo,
         history,
         is_trap_url,
     }

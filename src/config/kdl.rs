@@ -115,7 +115,7 @@ const CLIENTS_KEYS: &[&str] =
     &["capacity", "idle-timeout-seconds", "trap-half-life-seconds", "requests-per-minute"];
 const GEO_KEYS: &[&str] = &["asn", "country"];
 const RULES_KEYS: &[&str] =
-    &["script", "lists", "fail", "instruction-limit", "time-limit-ms", "memory-limit-bytes"];
+    &["script", "lists", "trap-threshold", "fail", "instruction-limit", "time-limit-ms", "memory-limit-bytes"];
 const TRAP_KEYS: &[&str] = &["listen", "page-bytes", "links", "drip"];
 const DRIP_KEYS: &[&str] = &["enabled", "bytes-per-second", "chunk-bytes", "max-connections"];
 const CORPUS_KEYS: &[&str] = &["order", "embedded", "path"];
@@ -285,6 +285,14 @@ impl Reader<'_> {
         match node.name().value() {
             "script" => self.config.rules.script = Some(self.path(node)?),
             "lists" => self.config.rules.lists = Some(self.path(node)?),
+            "trap-threshold" => {
+                let entry = self.argument(node)?;
+                self.config.rules.trap_threshold = match entry.value() {
+                    KdlValue::Integer(value) if (1..=1_000_000).contains(value) => *value as f64,
+                    KdlValue::Float(value) if (0.1..=1e6).contains(value) => *value,
+                    other => return Err(self.wrong_type(entry, "a number from 0.1 to 1000000", other)),
+                };
+            }
             "fail" => {
                 self.config.rules.fail = match self.choice(node, &["open", "closed"])? {
                     "open" => FailMode::Open,

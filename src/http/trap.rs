@@ -7,7 +7,7 @@
 
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use axum::body::Body;
 use axum::extract::{ConnectInfo, State};
@@ -32,14 +32,16 @@ pub(crate) async fn page(
     let real_ip = headers.get("x-real-ip").and_then(|value| value.to_str().ok());
     let client = app.identity.client_address(peer.ip(), forwarded_for, real_ip);
     app.clients.record_trap_hit(app.identity.key(client), HitSource::TrapListener);
+    app.metrics.trap_hit(HitSource::TrapListener);
     let (host, target) = page_address(&uri, &headers);
     let body = app.generator.page(&host, &target);
+    app.metrics.trap_page(body.len());
     let drip = &app.config.trap.drip;
     if drip.enabled
         && let Ok(permit) = app.drip_slots.clone().try_acquire_owned()
     {
         let pause = Duration::from_secs_f64(drip.chunk_bytes as f64 / f64::from(drip.bytes_per_second));
-        let body = dripped(Bytes::from(body), drip.chunk_bytes, pause, permit);
+        let body = dripped(Bytes::from(body), drip.chunk_bytes, pause, permit, app.clone());
         return ([(header::CONTENT_TYPE, HTML)], body).into_response();
     }
     ([(header::CONTENT_TYPE, HTML)], body).into_response()
@@ -82,10 +84,20 @@ fn header_value<'h>(headers: &'h HeaderMap, name: &str) -> Option<&'h str> {
 
 /// The page as a body that sends `chunk` bytes, waits `pause`, and so on; the drip slot is held
 /// until the body is finished or the client goes away.
-fn dripped(page: Bytes, chunk: usize, pause: Duration, permit: tokio::sync::OwnedSemaphorePermit) -> Body {
+fn dripped(
+    page: Bytes,
+    chunk: usize,
+    pause: Duration,
+    permit: tokio::sync::OwnedSemaphorePermit,
+    app: Arc<App>,
+) -> Body {
+    let started = Instant::now();
     let state = (page, 0usize, permit);
-    Body::from_stream(stream::unfold(state, move |(page, sent, permit)| async move {
+    Body::from_stream(stream::unfold(state, move |(page, sent, permit)| {
+        let app = app.clone();
+        async move {
         if sent >= page.len() {
+            app.metrics.dripped(started.elapsed());
             return None;
         }
         if sent > 0 {
@@ -94,6 +106,7 @@ fn dripped(page: Bytes, chunk: usize, pause: Duration, permit: tokio::sync::Owne
         let end = (sent + chunk).min(page.len());
         let piece = page.slice(sent..end);
         Some((Ok::<_, std::convert::Infallible>(piece), (page, end, permit)))
+        }
     }))
 }
 

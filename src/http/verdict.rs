@@ -7,6 +7,7 @@
 
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::time::Instant;
 
 use axum::body::Body;
 use axum::extract::{ConnectInfo, State};
@@ -29,7 +30,16 @@ pub(crate) async fn verdict(
     headers: HeaderMap,
 ) -> Response {
     let request = forwarded_request(Some(peer), &method, &headers);
+    let started = Instant::now();
     let judgement = decide(&app, request);
+    let elapsed = started.elapsed();
+    let decision = &judgement.decision;
+    let facts = &judgement.facts;
+    let shadow = app.config.verdict.mode == Mode::Shadow;
+    app.metrics.verdict(decision.verdict, &decision.rule, shadow, elapsed, facts.geo.asn, facts.user_agent());
+    for (rule, message) in &decision.failures {
+        app.metrics.rule_error(rule, message);
+    }
     respond(&app, &judgement)
 }
 

@@ -208,9 +208,11 @@ fn run(
         ));
         let decision = match result {
             Ok((index, code, reason, errors)) => {
+                let mut failures = Vec::new();
                 for (rule, message) in pairs(&state.names, errors.as_ref()) {
                     let message = clean_message(&message);
                     tracing::warn!(rule = &*rule, error = %message, script = %compiled.name, "rule failed");
+                    failures.push((rule, message));
                 }
                 if let (Some(trace), Some(table)) = (trace, trace_table.as_ref()) {
                     trace.extend(pairs(&state.names, Some(table)).map(|(rule, result)| {
@@ -224,16 +226,19 @@ fn run(
                 let rule =
                     state.names.get(index.wrapping_sub(1)).cloned().unwrap_or_else(|| state.no_rule.clone());
                 let reason = reason.map(|reason| reason.to_string_lossy()).unwrap_or_default();
-                match code {
-                    CODE_ALLOW => Decision { verdict: Verdict::Allow, rule, reason },
-                    CODE_TRAP => Decision { verdict: Verdict::Trap, rule, reason },
+                let mut decision = match code {
+                    CODE_ALLOW => Decision { verdict: Verdict::Allow, rule, reason, failures: Vec::new() },
+                    CODE_TRAP => Decision { verdict: Verdict::Trap, rule, reason, failures: Vec::new() },
                     CODE_ERROR => failed(FailMode::Closed, &rule, &clean_message(&reason)),
                     _ => Decision {
                         verdict: Verdict::Allow,
                         rule: state.no_rule.clone(),
                         reason: String::new(),
+                        failures: Vec::new(),
                     },
-                }
+                };
+                decision.failures = failures;
+                decision
             }
             Err(error) => {
                 tracing::warn!(error = %error_message(&error), script = %compiled.name, "rules failed");
@@ -302,7 +307,12 @@ fn failed(mode: FailMode, rule: &Arc<str>, message: &str) -> Decision {
         FailMode::Open => Verdict::Allow,
         FailMode::Closed => Verdict::Trap,
     };
-    Decision { verdict, rule: rule.clone(), reason: format!("rule failed: {message}") }
+    Decision {
+        verdict,
+        rule: rule.clone(),
+        reason: format!("rule failed: {message}"),
+        failures: vec![(rule.clone(), message.to_string())],
+    }
 }
 
 fn error_message(error: &mlua::Error) -> String {
@@ -471,6 +481,7 @@ fn install_helpers(lua: &Lua, compiled: &Compiled) -> mlua::Result<()> {
         ]))
     })?;
     lua.globals().set("browser", browser)?;
+    lua.globals().set("trap_threshold", compiled.trap_threshold)?;
     Ok(())
 }
 

@@ -21,7 +21,7 @@ fn limits() -> Limits {
 }
 
 fn default_rules() -> Rules {
-    Rules::load(RulesConfig { script: None, lists: None, fail: FailMode::Open, limits: limits() }).unwrap()
+    Rules::load(RulesConfig { script: None, lists: None, fail: FailMode::Open, limits: limits(), trap_threshold: 5.0 }).unwrap()
 }
 
 /// A request built from a few facts; everything else as a plain HTTPS browser navigation.
@@ -211,7 +211,7 @@ fn script_rules(script: &str, fail: FailMode) -> Result<Rules, RulesError> {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("rules.lua");
     std::fs::write(&path, script).unwrap();
-    let rules = Rules::load(RulesConfig { script: Some(path), lists: None, fail, limits: limits() });
+    let rules = Rules::load(RulesConfig { script: Some(path), lists: None, fail, limits: limits(), trap_threshold: 5.0 });
     drop(dir);
     rules
 }
@@ -337,6 +337,7 @@ fn reload_keeps_the_old_rules_when_the_new_file_is_broken() {
         lists: None,
         fail: FailMode::Open,
         limits: limits(),
+        trap_threshold: 5.0,
     })
     .unwrap();
     std::fs::write(&path, "return { { name = 'second' check = } }").unwrap();
@@ -357,6 +358,7 @@ fn broken_lists_are_load_errors_naming_file_and_line() {
         lists: Some(dir.path().into()),
         fail: FailMode::Open,
         limits: limits(),
+        trap_threshold: 5.0,
     })
     .err()
     .unwrap();

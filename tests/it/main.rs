@@ -5,11 +5,13 @@
 //!   `url=` form, methods and headers, the slow drip;
 //! - `verdict`: forward-auth requests as Traefik, Caddy and nginx send them: every answer mode,
 //!   trusted proxies, the trap-hit feedback loop, IPv6 /64s, shadow mode, rule limits, reload;
+//! - `metrics`: `/metrics` after traffic (checked by `promtool`), `/api/trapped`;
 //! - `cli`: `check` errors that point at line and column, `generate`, `explain`.
 // Helpers are `pub` so that every test module of this one binary can use them.
 #![allow(unreachable_pub)]
 
 mod cli;
+mod metrics;
 mod support;
 mod trap;
 mod verdict;

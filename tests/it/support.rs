@@ -144,3 +144,20 @@ pub fn write_asn_db(path: &Path, networks: &[(&str, u32, &str)]) {
     }
     std::fs::write(path, writer.to_bytes().unwrap()).unwrap();
 }
+
+/// The path of an external program the test needs. Missing, it fails the test under `CI=true`
+/// and skips it (with a message) elsewhere.
+pub fn require_program(name: &str) -> Option<std::path::PathBuf> {
+    let found = std::env::var_os("PATH")
+        .into_iter()
+        .flat_map(|paths| std::env::split_paths(&paths).collect::<Vec<_>>())
+        .map(|dir| dir.join(name))
+        .find(|path| path.is_file());
+    if found.is_none() {
+        if std::env::var("CI").is_ok_and(|ci| ci == "true") {
+            panic!("{name} is required (CI=true) but not on PATH; .ci/run installs it");
+        }
+        eprintln!("SKIPPED: {name} is not installed; install it to run this test");
+    }
+    found
+}

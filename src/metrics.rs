@@ -1,0 +1,384 @@
+//! Every Prometheus metric quagmire exports, defined and documented in one place, and the text
+//! rendering served at `/metrics`.
+//!
+//! Labels are bounded: verdicts by rule name (the ruleset's own names), by user-agent family (a
+//! fixed set), and by ASN only for up to `ASN_LABELS` ASNs, admitted while they are among the most
+//! frequent (everything else is `asn="other"`). No label ever carries an address or a path.
+
+use std::collections::HashMap;
+use std::sync::atomic::AtomicU64;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use arc_swap::ArcSwap;
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::metrics::info::Info;
+use prometheus_client::registry::{Registry, Unit};
+
+use crate::client_state::HitSource;
+use crate::rules::Verdict;
+use crate::rules::lists::browser_claim;
+
+/// ASNs that get a label of their own; the rest are counted as `other`.
+pub const ASN_LABELS: usize = 20;
+/// ASNs whose frequency is tracked to choose them; beyond this, new ASNs count only as `other`.
+const ASN_CANDIDATES: usize = 4096;
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct VerdictLabels {
+    verdict: &'static str,
+    rule: String,
+    mode: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct AsnLabels {
+    asn: String,
+    verdict: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct FamilyLabels {
+    family: &'static str,
+    verdict: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct SourceLabels {
+    source: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct RuleErrorLabels {
+    rule: String,
+    kind: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ReloadLabels {
+    what: &'static str,
+    result: &'static str,
+}
+
+/// The metrics and their registry.
+pub struct Metrics {
+    registry: Registry,
+    verdicts: Family<VerdictLabels, Counter>,
+    decision_seconds: Histogram,
+    verdicts_by_asn: Family<AsnLabels, Counter>,
+    verdicts_by_family: Family<FamilyLabels, Counter>,
+    trap_pages: Counter,
+    trap_bytes: Counter,
+    dripped_pages: Counter,
+    drip_seconds: Counter<f64, AtomicU64>,
+    trap_hits: Family<SourceLabels, Counter>,
+    clients_over_threshold: Gauge,
+    cache_entries: Gauge,
+    cache_evictions: Counter,
+    rule_errors: Family<RuleErrorLabels, Counter>,
+    reloads: Family<ReloadLabels, Counter>,
+    /// ASNs with a label of their own, read without a lock on every verdict.
+    asn_labelled: ArcSwap<HashMap<u32, String>>,
+    /// How often each candidate ASN was seen.
+    asn_seen: Mutex<HashMap<u32, u64>>,
+}
+
+impl Metrics {
+    /// Creates and registers every metric.
+    pub fn new() -> Metrics {
+        let mut registry = Registry::with_prefix("quagmire");
+        let verdicts = Family::<VerdictLabels, Counter>::default();
+        registry.register("verdicts", "Verdicts by outcome, deciding rule and mode", verdicts.clone());
+        // 5 µs to about 40 ms: decisions are microseconds; a slow rule shows in the upper buckets.
+        let decision_seconds = Histogram::new(exponential_buckets(5e-6, 2.0, 14));
+        registry.register_with_unit(
+            "decision_duration",
+            "Time to decide a verdict (enrichment, state, rules)",
+            Unit::Seconds,
+            decision_seconds.clone(),
+        );
+        let verdicts_by_asn = Family::<AsnLabels, Counter>::default();
+        registry.register(
+            "asn_verdicts",
+            "Verdicts by client ASN, for the most frequent ASNs; others as asn=\"other\", unknown as asn=\"none\"",
+            verdicts_by_asn.clone(),
+        );
+        let verdicts_by_family = Family::<FamilyLabels, Counter>::default();
+        registry.register("user_agent_verdicts", "Verdicts by user-agent family", verdicts_by_family.clone());
+        let trap_pages = Counter::default();
+        registry.register("trap_pages", "Trap pages served", trap_pages.clone());
+        let trap_bytes = Counter::default();
+        registry.register_with_unit("trap", "HTML bytes of trap pages served", Unit::Bytes, trap_bytes.clone());
+        let dripped_pages = Counter::default();
+        registry.register("trap_dripped_pages", "Trap pages sent slowly (drip)", dripped_pages.clone());
+        let drip_seconds = Counter::<f64, AtomicU64>::default();
+        registry.register_with_unit(
+            "trap_drip",
+            "Time scrapers spent receiving dripped trap pages",
+            Unit::Seconds,
+            drip_seconds.clone(),
+        );
+        let trap_hits = Family::<SourceLabels, Counter>::default();
+        registry.register(
+            "trap_hits",
+            "Trap hits recorded, by source (trap page served, or a trap URL asked of the verdict)",
+            trap_hits.clone(),
+        );
+        let clients_over_threshold = Gauge::default();
+        registry.register(
+            "clients_over_threshold",
+            "Clients whose decayed trap score is at or over the trap threshold",
+            clients_over_threshold.clone(),
+        );
+        let cache_entries = Gauge::default();
+        registry.register("client_cache_entries", "Clients remembered", cache_entries.clone());
+        let cache_evictions = Counter::default();
+        registry.register(
+            "client_cache_evictions",
+            "Client records evicted for capacity or idleness",
+            cache_evictions.clone(),
+        );
+        let rule_errors = Family::<RuleErrorLabels, Counter>::default();
+        registry.register(
+            "rule_errors",
+            "Rule failures by rule and kind (error, instruction_limit, time_limit, memory_limit)",
+            rule_errors.clone(),
+        );
+        let reloads = Family::<ReloadLabels, Counter>::default();
+        registry.register("reloads", "Reloads of rules and databases, by result", reloads.clone());
+        let build_info = Info::new(vec![("version", env!("CARGO_PKG_VERSION").to_string())]);
+        registry.register("build", "Build information", build_info);
+        Metrics {
+            registry,
+            verdicts,
+            decision_seconds,
+            verdicts_by_asn,
+            verdicts_by_family,
+            trap_pages,
+            trap_bytes,
+            dripped_pages,
+            drip_seconds,
+            trap_hits,
+            clients_over_threshold,
+            cache_entries,
+            cache_evictions,
+            rule_errors,
+            reloads,
+            asn_labelled: ArcSwap::from_pointee(HashMap::new()),
+            asn_seen: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// Counts one verdict.
+    pub fn verdict(&self, verdict: Verdict, rule: &str, shadow: bool, elapsed: Duration, asn: Option<u32>, user_agent: &str) {
+        let verdict = verdict.as_str();
+        let mode = if shadow { "shadow" } else { "enforce" };
+        self.verdicts.get_or_create(&VerdictLabels { verdict, rule: rule.to_string(), mode }).inc();
+        self.decision_seconds.observe(elapsed.as_secs_f64());
+        let asn = self.asn_label(asn);
+        self.verdicts_by_asn.get_or_create(&AsnLabels { asn, verdict }).inc();
+        self.verdicts_by_family.get_or_create(&FamilyLabels { family: user_agent_family(user_agent), verdict }).inc();
+    }
+
+    /// Counts a trap page of `bytes`.
+    pub fn trap_page(&self, bytes: usize) {
+        self.trap_pages.inc();
+        self.trap_bytes.inc_by(bytes as u64);
+    }
+
+    /// Counts a dripped page that took `elapsed` to send.
+    pub fn dripped(&self, elapsed: Duration) {
+        self.dripped_pages.inc();
+        self.drip_seconds.inc_by(elapsed.as_secs_f64());
+    }
+
+    /// Counts a trap hit.
+    pub fn trap_hit(&self, source: HitSource) {
+        let source = match source {
+            HitSource::TrapListener => "trap_listener",
+            HitSource::TrapUrl => "trap_url",
+        };
+        self.trap_hits.get_or_create(&SourceLabels { source }).inc();
+    }
+
+    /// Counts a rule failure; `message` tells a limit from another error.
+    pub fn rule_error(&self, rule: &str, message: &str) {
+        let kind = if message.contains("instruction limit") {
+            "instruction_limit"
+        } else if message.contains("time limit") {
+            "time_limit"
+        } else if message.contains("memory limit") || message.contains("not enough memory") {
+            "memory_limit"
+        } else {
+            "error"
+        };
+        self.rule_errors.get_or_create(&RuleErrorLabels { rule: rule.to_string(), kind }).inc();
+    }
+
+    /// Counts a reload of `what` (`rules` or `geo`).
+    pub fn reload(&self, what: &'static str, ok: bool) {
+        self.reloads.get_or_create(&ReloadLabels { what, result: if ok { "ok" } else { "failed" } }).inc();
+    }
+
+    /// Counts an evicted client record.
+    pub fn evicted(&self) {
+        self.cache_evictions.inc();
+    }
+
+    /// The text exposition, after setting the gauges computed at scrape time.
+    pub fn render(&self, cache_entries: u64, clients_over_threshold: u64) -> String {
+        self.cache_entries.set(cache_entries as i64);
+        self.clients_over_threshold.set(clients_over_threshold as i64);
+        let mut out = String::new();
+        // Writing to a String cannot fail.
+        let _ = prometheus_client::encoding::text::encode(&mut out, &self.registry);
+        out
+    }
+
+    /// The `asn` label for `asn`: its number while it is one of the most frequent, else `other`.
+    fn asn_label(&self, asn: Option<u32>) -> String {
+        let Some(asn) = asn else {
+            return "none".into();
+        };
+        if let Some(label) = self.asn_labelled.load().get(&asn) {
+            return label.clone();
+        }
+        // Counting candidates needs the lock; a request never waits for it: when it is busy, this
+        // request counts as `other` and is not tallied, which only makes admission approximate.
+        let Ok(mut seen) = self.asn_seen.try_lock() else {
+            return "other".into();
+        };
+        let candidates = seen.len();
+        let count = match seen.get_mut(&asn) {
+            Some(count) => {
+                *count += 1;
+                *count
+            }
+            None if candidates < ASN_CANDIDATES => {
+                seen.insert(asn, 1);
+                1
+            }
+            None => return "other".into(),
+        };
+        // Admit while there is room, or when this ASN now outnumbers the least frequent admitted
+        // one; admitted labels stay, so their counters never restart. At most twice ASN_LABELS.
+        let labelled = self.asn_labelled.load();
+        let weakest = labelled.keys().map(|a| seen.get(a).copied().unwrap_or(0)).min();
+        let admit = labelled.len() < ASN_LABELS
+            || (labelled.len() < 2 * ASN_LABELS && weakest.is_some_and(|weakest| count > weakest));
+        if !admit {
+            return "other".into();
+        }
+        let label = asn.to_string();
+        let mut grown = HashMap::clone(&labelled);
+        grown.insert(asn, label.clone());
+        self.asn_labelled.store(Arc::new(grown));
+        label
+    }
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Metrics::new()
+    }
+}
+
+/// A bounded classification of a user agent, for the family label.
+pub fn user_agent_family(user_agent: &str) -> &'static str {
+    if user_agent.is_empty() {
+        return "none";
+    }
+    if let Some(claim) = browser_claim(user_agent) {
+        // A crawler that embeds a browser UA still says "bot" somewhere.
+        if !looks_like_bot(user_agent) {
+            return claim.family;
+        }
+    }
+    if looks_like_bot(user_agent) {
+        return "bot";
+    }
+    let product = user_agent.split(['/', ' ']).next().unwrap_or("").to_ascii_lowercase();
+    const LIBRARIES: &[&str] = &[
+        "curl", "wget", "python-requests", "python-urllib", "python-httpx", "aiohttp", "go-http-client",
+        "java", "apache-httpclient", "okhttp", "node-fetch", "axios", "undici", "libwww-perl", "ruby",
+        "faraday", "guzzlehttp", "dart", "scrapy",
+    ];
+    if LIBRARIES.contains(&product.as_str()) {
+        return "library";
+    }
+    "other"
+}
+
+fn looks_like_bot(user_agent: &str) -> bool {
+    let lower = user_agent.to_ascii_lowercase();
+    ["bot", "crawler", "spider", "headless"].iter().any(|word| lower.contains(word))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn families_are_a_fixed_set() {
+        let chrome = "Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/130.0.0.0 Safari/537.36";
+        assert_eq!(user_agent_family(chrome), "chrome");
+        assert_eq!(user_agent_family("Mozilla/5.0 (compatible; Googlebot/2.1)"), "bot");
+        assert_eq!(user_agent_family("Mozilla/5.0 AppleWebKit/537.36 (KHTML, like Gecko; compatible; GPTBot/1.2) Chrome/119.0"), "bot");
+        assert_eq!(user_agent_family("python-requests/2.31.0"), "library");
+        assert_eq!(user_agent_family("curl/8.5.0"), "library");
+        assert_eq!(user_agent_family(""), "none");
+        assert_eq!(user_agent_family("SomethingElse/1.0"), "other");
+    }
+
+    #[test]
+    fn asn_labels_stay_bounded() {
+        let metrics = Metrics::new();
+        for round in 0..50u32 {
+            for asn in 0..1000u32 {
+                if asn % 50 <= round % 50 {
+                    metrics.verdict(Verdict::Allow, "", false, Duration::from_micros(5), Some(asn), "curl/8");
+                }
+            }
+        }
+        let text = metrics.render(0, 0);
+        let labels = text.lines().filter(|line| line.starts_with("quagmire_asn_verdicts_total{")).count();
+        assert!(labels <= 2 * ASN_LABELS + 1, "{labels} ASN series");
+        assert!(text.contains("asn=\"other\""));
+    }
+
+    #[test]
+    fn rendering_names_every_metric_with_its_unit_and_suffix() {
+        let metrics = Metrics::new();
+        metrics.verdict(Verdict::Trap, "ai-crawlers", false, Duration::from_micros(8), Some(16509), "GPTBot/1.2");
+        metrics.trap_page(8000);
+        metrics.dripped(Duration::from_millis(1500));
+        metrics.trap_hit(HitSource::TrapUrl);
+        metrics.rule_error("spin", "instruction limit exceeded");
+        metrics.reload("rules", false);
+        metrics.evicted();
+        let text = metrics.render(12, 3);
+        for expected in [
+            "quagmire_verdicts_total{verdict=\"trap\",rule=\"ai-crawlers\",mode=\"enforce\"} 1",
+            "quagmire_decision_duration_seconds_bucket",
+            "quagmire_asn_verdicts_total{asn=\"16509\",verdict=\"trap\"} 1",
+            "quagmire_user_agent_verdicts_total{family=\"bot\",verdict=\"trap\"} 1",
+            "quagmire_trap_pages_total 1",
+            "quagmire_trap_bytes_total 8000",
+            "quagmire_trap_dripped_pages_total 1",
+            "quagmire_trap_drip_seconds_total 1.5",
+            "quagmire_trap_hits_total{source=\"trap_url\"} 1",
+            "quagmire_clients_over_threshold 3",
+            "quagmire_client_cache_entries 12",
+            "quagmire_client_cache_evictions_total 1",
+            "quagmire_rule_errors_total{rule=\"spin\",kind=\"instruction_limit\"} 1",
+            "quagmire_reloads_total{what=\"rules\",result=\"failed\"} 1",
+            "quagmire_build_info{version=",
+        ] {
+            assert!(text.contains(expected), "missing {expected} in\n{text}");
+        }
+    }
+}
