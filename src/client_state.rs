@@ -321,8 +321,7 @@ mod tests {
     #[test]
     fn requests_beyond_the_quota_are_rate_limited() {
         let states = states(Duration::from_secs(600));
-        let limited: Vec<bool> =
-            (0..8).map(|_| observe(&states, "192.0.2.1").rate_limited).collect();
+        let limited: Vec<bool> = (0..8).map(|_| observe(&states, "192.0.2.1").rate_limited).collect();
         assert_eq!(limited, [false, false, false, false, false, true, true, true]);
         assert!(!observe(&states, "192.0.2.2").rate_limited);
         assert!(states.history(key("192.0.2.1")).request_rate > 7.0);

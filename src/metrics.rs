@@ -16,7 +16,6 @@ use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
-use prometheus_client::metrics::info::Info;
 use prometheus_client::registry::{Registry, Unit};
 
 use crate::client_state::HitSource;
@@ -56,6 +55,11 @@ struct SourceLabels {
 struct RuleErrorLabels {
     rule: String,
     kind: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct BuildLabels {
+    version: &'static str,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -112,7 +116,12 @@ impl Metrics {
         let trap_pages = Counter::default();
         registry.register("trap_pages", "Trap pages served", trap_pages.clone());
         let trap_bytes = Counter::default();
-        registry.register_with_unit("trap", "HTML bytes of trap pages served", Unit::Bytes, trap_bytes.clone());
+        registry.register_with_unit(
+            "trap",
+            "HTML bytes of trap pages served",
+            Unit::Bytes,
+            trap_bytes.clone(),
+        );
         let dripped_pages = Counter::default();
         registry.register("trap_dripped_pages", "Trap pages sent slowly (drip)", dripped_pages.clone());
         let drip_seconds = Counter::<f64, AtomicU64>::default();
@@ -150,8 +159,11 @@ impl Metrics {
         );
         let reloads = Family::<ReloadLabels, Counter>::default();
         registry.register("reloads", "Reloads of rules and databases, by result", reloads.clone());
-        let build_info = Info::new(vec![("version", env!("CARGO_PKG_VERSION").to_string())]);
-        registry.register("build", "Build information", build_info);
+        // A gauge of 1 rather than an OpenMetrics info metric, which the Prometheus text format
+        // (and `promtool check metrics`) does not know.
+        let build_info = Family::<BuildLabels, Gauge>::default();
+        build_info.get_or_create(&BuildLabels { version: env!("CARGO_PKG_VERSION") }).set(1);
+        registry.register("build_info", "Build information: the version, always 1", build_info);
         Metrics {
             registry,
             verdicts,
@@ -174,14 +186,24 @@ impl Metrics {
     }
 
     /// Counts one verdict.
-    pub fn verdict(&self, verdict: Verdict, rule: &str, shadow: bool, elapsed: Duration, asn: Option<u32>, user_agent: &str) {
+    pub fn verdict(
+        &self,
+        verdict: Verdict,
+        rule: &str,
+        shadow: bool,
+        elapsed: Duration,
+        asn: Option<u32>,
+        user_agent: &str,
+    ) {
         let verdict = verdict.as_str();
         let mode = if shadow { "shadow" } else { "enforce" };
         self.verdicts.get_or_create(&VerdictLabels { verdict, rule: rule.to_string(), mode }).inc();
         self.decision_seconds.observe(elapsed.as_secs_f64());
         let asn = self.asn_label(asn);
         self.verdicts_by_asn.get_or_create(&AsnLabels { asn, verdict }).inc();
-        self.verdicts_by_family.get_or_create(&FamilyLabels { family: user_agent_family(user_agent), verdict }).inc();
+        self.verdicts_by_family
+            .get_or_create(&FamilyLabels { family: user_agent_family(user_agent), verdict })
+            .inc();
     }
 
     /// Counts a trap page of `bytes`.
@@ -229,14 +251,15 @@ impl Metrics {
         self.cache_evictions.inc();
     }
 
-    /// The text exposition, after setting the gauges computed at scrape time.
+    /// The Prometheus text exposition (format 0.0.4), after setting the gauges computed at
+    /// scrape time.
     pub fn render(&self, cache_entries: u64, clients_over_threshold: u64) -> String {
         self.cache_entries.set(cache_entries as i64);
         self.clients_over_threshold.set(clients_over_threshold as i64);
-        let mut out = String::new();
+        let mut open_metrics = String::new();
         // Writing to a String cannot fail.
-        let _ = prometheus_client::encoding::text::encode(&mut out, &self.registry);
-        out
+        let _ = prometheus_client::encoding::text::encode(&mut open_metrics, &self.registry);
+        to_prometheus_text(&open_metrics)
     }
 
     /// The `asn` label for `asn`: its number while it is one of the most frequent, else `other`.
@@ -287,6 +310,41 @@ impl Default for Metrics {
     }
 }
 
+/// OpenMetrics text → Prometheus text format: a counter's HELP and TYPE name its `_total` samples,
+/// and the `# UNIT` and `# EOF` lines go. Prometheus scrapes either, but `promtool check metrics`
+/// and many other consumers read only the Prometheus format.
+fn to_prometheus_text(open_metrics: &str) -> String {
+    let counters: Vec<&str> = open_metrics
+        .lines()
+        .filter_map(|line| line.strip_prefix("# TYPE ")?.strip_suffix(" counter"))
+        .collect();
+    let mut out = String::with_capacity(open_metrics.len() + 16 * counters.len());
+    for line in open_metrics.lines() {
+        if line.starts_with("# UNIT ") || line == "# EOF" {
+            continue;
+        }
+        let header = line
+            .strip_prefix("# HELP ")
+            .map(|rest| ("# HELP ", rest))
+            .or_else(|| line.strip_prefix("# TYPE ").map(|rest| ("# TYPE ", rest)));
+        match header {
+            Some((kind, rest)) => {
+                let (name, tail) = rest.split_once(' ').unwrap_or((rest, ""));
+                out.push_str(kind);
+                out.push_str(name);
+                if counters.contains(&name) {
+                    out.push_str("_total");
+                }
+                out.push(' ');
+                out.push_str(tail);
+            }
+            None => out.push_str(line),
+        }
+        out.push('\n');
+    }
+    out
+}
+
 /// A bounded classification of a user agent, for the family label.
 pub fn user_agent_family(user_agent: &str) -> &'static str {
     if user_agent.is_empty() {
@@ -303,9 +361,25 @@ pub fn user_agent_family(user_agent: &str) -> &'static str {
     }
     let product = user_agent.split(['/', ' ']).next().unwrap_or("").to_ascii_lowercase();
     const LIBRARIES: &[&str] = &[
-        "curl", "wget", "python-requests", "python-urllib", "python-httpx", "aiohttp", "go-http-client",
-        "java", "apache-httpclient", "okhttp", "node-fetch", "axios", "undici", "libwww-perl", "ruby",
-        "faraday", "guzzlehttp", "dart", "scrapy",
+        "curl",
+        "wget",
+        "python-requests",
+        "python-urllib",
+        "python-httpx",
+        "aiohttp",
+        "go-http-client",
+        "java",
+        "apache-httpclient",
+        "okhttp",
+        "node-fetch",
+        "axios",
+        "undici",
+        "libwww-perl",
+        "ruby",
+        "faraday",
+        "guzzlehttp",
+        "dart",
+        "scrapy",
     ];
     if LIBRARIES.contains(&product.as_str()) {
         return "library";
@@ -327,7 +401,12 @@ mod tests {
         let chrome = "Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/130.0.0.0 Safari/537.36";
         assert_eq!(user_agent_family(chrome), "chrome");
         assert_eq!(user_agent_family("Mozilla/5.0 (compatible; Googlebot/2.1)"), "bot");
-        assert_eq!(user_agent_family("Mozilla/5.0 AppleWebKit/537.36 (KHTML, like Gecko; compatible; GPTBot/1.2) Chrome/119.0"), "bot");
+        assert_eq!(
+            user_agent_family(
+                "Mozilla/5.0 AppleWebKit/537.36 (KHTML, like Gecko; compatible; GPTBot/1.2) Chrome/119.0"
+            ),
+            "bot"
+        );
         assert_eq!(user_agent_family("python-requests/2.31.0"), "library");
         assert_eq!(user_agent_family("curl/8.5.0"), "library");
         assert_eq!(user_agent_family(""), "none");
@@ -353,7 +432,14 @@ mod tests {
     #[test]
     fn rendering_names_every_metric_with_its_unit_and_suffix() {
         let metrics = Metrics::new();
-        metrics.verdict(Verdict::Trap, "ai-crawlers", false, Duration::from_micros(8), Some(16509), "GPTBot/1.2");
+        metrics.verdict(
+            Verdict::Trap,
+            "ai-crawlers",
+            false,
+            Duration::from_micros(8),
+            Some(16509),
+            "GPTBot/1.2",
+        );
         metrics.trap_page(8000);
         metrics.dripped(Duration::from_millis(1500));
         metrics.trap_hit(HitSource::TrapUrl);

@@ -114,8 +114,15 @@ const VERDICT_KEYS: &[&str] =
 const CLIENTS_KEYS: &[&str] =
     &["capacity", "idle-timeout-seconds", "trap-half-life-seconds", "requests-per-minute"];
 const GEO_KEYS: &[&str] = &["asn", "country"];
-const RULES_KEYS: &[&str] =
-    &["script", "lists", "trap-threshold", "fail", "instruction-limit", "time-limit-ms", "memory-limit-bytes"];
+const RULES_KEYS: &[&str] = &[
+    "script",
+    "lists",
+    "trap-threshold",
+    "fail",
+    "instruction-limit",
+    "time-limit-ms",
+    "memory-limit-bytes",
+];
 const TRAP_KEYS: &[&str] = &["listen", "page-bytes", "links", "drip"];
 const DRIP_KEYS: &[&str] = &["enabled", "bytes-per-second", "chunk-bytes", "max-connections"];
 const CORPUS_KEYS: &[&str] = &["order", "embedded", "path"];

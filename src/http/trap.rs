@@ -96,16 +96,16 @@ fn dripped(
     Body::from_stream(stream::unfold(state, move |(page, sent, permit)| {
         let app = app.clone();
         async move {
-        if sent >= page.len() {
-            app.metrics.dripped(started.elapsed());
-            return None;
-        }
-        if sent > 0 {
-            tokio::time::sleep(pause).await;
-        }
-        let end = (sent + chunk).min(page.len());
-        let piece = page.slice(sent..end);
-        Some((Ok::<_, std::convert::Infallible>(piece), (page, end, permit)))
+            if sent >= page.len() {
+                app.metrics.dripped(started.elapsed());
+                return None;
+            }
+            if sent > 0 {
+                tokio::time::sleep(pause).await;
+            }
+            let end = (sent + chunk).min(page.len());
+            let piece = page.slice(sent..end);
+            Some((Ok::<_, std::convert::Infallible>(piece), (page, end, permit)))
         }
     }))
 }

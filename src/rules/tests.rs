@@ -21,7 +21,14 @@ fn limits() -> Limits {
 }
 
 fn default_rules() -> Rules {
-    Rules::load(RulesConfig { script: None, lists: None, fail: FailMode::Open, limits: limits(), trap_threshold: 5.0 }).unwrap()
+    Rules::load(RulesConfig {
+        script: None,
+        lists: None,
+        fail: FailMode::Open,
+        limits: limits(),
+        trap_threshold: 5.0,
+    })
+    .unwrap()
 }
 
 /// A request built from a few facts; everything else as a plain HTTPS browser navigation.
@@ -211,7 +218,13 @@ fn script_rules(script: &str, fail: FailMode) -> Result<Rules, RulesError> {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("rules.lua");
     std::fs::write(&path, script).unwrap();
-    let rules = Rules::load(RulesConfig { script: Some(path), lists: None, fail, limits: limits(), trap_threshold: 5.0 });
+    let rules = Rules::load(RulesConfig {
+        script: Some(path),
+        lists: None,
+        fail,
+        limits: limits(),
+        trap_threshold: 5.0,
+    });
     drop(dir);
     rules
 }

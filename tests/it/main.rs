@@ -5,12 +5,15 @@
 //!   `url=` form, methods and headers, the slow drip;
 //! - `verdict`: forward-auth requests as Traefik, Caddy and nginx send them: every answer mode,
 //!   trusted proxies, the trap-hit feedback loop, IPv6 /64s, shadow mode, rule limits, reload;
+//! - `dashboard`: every dashboard query against a real Prometheus, alert rules through promtool,
+//!   the dashboard JSON through `tsc --strict` with `@grafana/schema`;
 //! - `metrics`: `/metrics` after traffic (checked by `promtool`), `/api/trapped`;
 //! - `cli`: `check` errors that point at line and column, `generate`, `explain`.
 // Helpers are `pub` so that every test module of this one binary can use them.
 #![allow(unreachable_pub)]
 
 mod cli;
+mod dashboard;
 mod metrics;
 mod support;
 mod trap;

@@ -8,7 +8,11 @@ use crate::support::{Server, get, require_program, verdict};
 const CHROME: &str = "Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/130.0.0.0 Safari/537.36";
 
 async fn traffic(server: &Server) {
-    verdict(server, &[("x-forwarded-for", "198.51.100.1"), ("user-agent", CHROME), ("sec-fetch-mode", "navigate")]).await;
+    verdict(
+        server,
+        &[("x-forwarded-for", "198.51.100.1"), ("user-agent", CHROME), ("sec-fetch-mode", "navigate")],
+    )
+    .await;
     verdict(server, &[("x-forwarded-for", "198.51.100.2"), ("user-agent", "GPTBot/1.2")]).await;
     for i in 0..8 {
         let response = reqwest::Client::new()
@@ -19,7 +23,11 @@ async fn traffic(server: &Server) {
             .unwrap();
         assert_eq!(response.status(), 200);
     }
-    verdict(server, &[("x-forwarded-for", "203.0.113.9"), ("user-agent", "Scrapy/2.11 (+https://scrapy.org)")]).await;
+    verdict(
+        server,
+        &[("x-forwarded-for", "203.0.113.9"), ("user-agent", "Scrapy/2.11 (+https://scrapy.org)")],
+    )
+    .await;
 }
 
 #[tokio::test]
