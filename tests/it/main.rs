@@ -8,6 +8,8 @@
 //! - `dashboard`: every dashboard query against a real Prometheus, alert rules through promtool,
 //!   the dashboard JSON through `tsc --strict` with `@grafana/schema`;
 //! - `metrics`: `/metrics` after traffic (checked by `promtool`), `/api/trapped`;
+//! - `proxies`: the shipped proxy configs with the real nginx, Caddy, ... in front of quagmire and
+//!   a small origin: people reach the site, crawlers the trap, the feedback loop, no forged headers;
 //! - `cli`: `check` errors that point at line and column, `generate`, `explain`.
 // Helpers are `pub` so that every test module of this one binary can use them.
 #![allow(unreachable_pub)]
@@ -15,6 +17,7 @@
 mod cli;
 mod dashboard;
 mod metrics;
+mod proxies;
 mod support;
 mod trap;
 mod verdict;
