@@ -164,6 +164,56 @@ async fn start_caddy(binary: &Path, text: &str, address: SocketAddr) -> Proxy {
     Proxy { child, address, _dir: dir }
 }
 
+/// Traefik with `traefik.yml` and the dynamic file `dynamic` (both with addresses replaced).
+async fn start_traefik(
+    binary: &Path,
+    dynamic_name: &str,
+    dynamic: &str,
+    addresses: [SocketAddr; 4],
+) -> Proxy {
+    let dir = tempfile::tempdir().unwrap();
+    let [address, verdict, trap, origin] = addresses;
+    let static_config = config("traefik/traefik.yml", address, verdict, trap, origin)
+        .replace("filename: transparent.yml", &format!("filename: {dynamic_name}"));
+    write_file(dir.path(), "traefik.yml", &static_config);
+    write_file(dir.path(), dynamic_name, dynamic);
+    let mut child = Command::new(binary)
+        .arg("--configFile=traefik.yml")
+        .current_dir(dir.path())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    wait_for(address, &mut child).await;
+    // The file provider loads just after the entry point opens.
+    let http = client();
+    for _ in 0..100 {
+        let response = http.get(format!("http://{address}/status/204")).send().await;
+        if response.is_ok_and(|response| response.status() != 404) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    Proxy { child, address, _dir: dir }
+}
+
+/// HAProxy with the config and, beside it, the shipped `quagmire.lua`.
+async fn start_haproxy(binary: &Path, text: &str, address: SocketAddr) -> Proxy {
+    let dir = tempfile::tempdir().unwrap();
+    let lua = Path::new(env!("CARGO_MANIFEST_DIR")).join("integrations/haproxy/quagmire.lua");
+    std::fs::copy(&lua, dir.path().join("quagmire.lua")).unwrap();
+    let file = write_file(dir.path(), "haproxy.cfg", text);
+    let mut child = Command::new(binary)
+        .args(["-db", "-f", &file])
+        .current_dir(dir.path())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    wait_for(address, &mut child).await;
+    Proxy { child, address, _dir: dir }
+}
+
 #[derive(Clone, Copy, PartialEq)]
 enum Mode {
     Transparent,
@@ -297,6 +347,11 @@ async fn run(proxy_name: &str, file: &str, mode: Mode, quagmire_config: &str) {
     let proxy = match proxy_name {
         "nginx" => start_nginx(&binary, &text, address).await,
         "caddy" => start_caddy(&binary, &text, address).await,
+        "haproxy" => start_haproxy(&binary, &text, address).await,
+        "traefik" => {
+            let name = Path::new(file).file_name().unwrap().to_str().unwrap();
+            start_traefik(&binary, name, &text, [address, relay, server.trap, origin]).await
+        }
         other => panic!("no runner for {other}"),
     };
     check(&proxy, mode, &origin_seen, &verdict_bytes).await;
@@ -320,4 +375,24 @@ async fn caddy_transparent() {
 #[tokio::test]
 async fn caddy_redirect() {
     run("caddy", "caddy/redirect.Caddyfile", Mode::Redirect, "verdict {\n  answer \"redirect\"\n}\n").await;
+}
+
+#[tokio::test]
+async fn traefik_transparent() {
+    run("traefik", "traefik/transparent.yml", Mode::Transparent, "verdict {\n  trap-status 421\n}\n").await;
+}
+
+#[tokio::test]
+async fn traefik_redirect() {
+    run("traefik", "traefik/redirect.yml", Mode::Redirect, "verdict {\n  answer \"redirect\"\n}\n").await;
+}
+
+#[tokio::test]
+async fn haproxy_transparent() {
+    run("haproxy", "haproxy/transparent.cfg", Mode::Transparent, "").await;
+}
+
+#[tokio::test]
+async fn haproxy_redirect() {
+    run("haproxy", "haproxy/redirect.cfg", Mode::Redirect, "verdict {\n  answer \"redirect\"\n}\n").await;
 }
