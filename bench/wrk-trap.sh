@@ -7,18 +7,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds=${1:-10}
 connections=${2:-32}
-command -v wrk >/dev/null || { echo "wrk is missing: apt-get install wrk" >&2; exit 1; }
-
-cargo build --release --quiet --bin quagmire --example baseline
-QUAGMIRE_SECRET=bench-secret-0123456789abcdef RUST_LOG=warn \
-  target/release/quagmire serve --listen 127.0.0.1:18420 --trap-listen 127.0.0.1:18421 &
-trap_pid=$!
-target/release/examples/baseline 127.0.0.1:18429 &
-base_pid=$!
-trap 'kill $trap_pid $base_pid 2>/dev/null || true' EXIT
-for port in 18420 18429; do
-  for _ in $(seq 100); do curl -fs "http://127.0.0.1:$port/health" -o /dev/null && break; sleep 0.1; done
-done
+source bench/serve.sh
+start_servers 18420 18421 18429
 
 run() { # URL -> requests/s and transfer/s lines
   wrk -t1 -c"$connections" -d"${seconds}s" -s bench/paths.lua "$1" | awk '/Requests\/sec/ {r=$2} /Transfer\/sec/ {t=$2} END {print r, t}'

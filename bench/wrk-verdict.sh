@@ -8,18 +8,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds=${1:-10}
 connections=${2:-32}
-command -v wrk >/dev/null || { echo "wrk is missing: apt-get install wrk" >&2; exit 1; }
-
-cargo build --release --quiet --bin quagmire --example baseline
-QUAGMIRE_SECRET=bench-secret-0123456789abcdef RUST_LOG=warn \
-  target/release/quagmire serve --listen 127.0.0.1:18450 --trap-listen 127.0.0.1:18451 &
-verdict_pid=$!
-target/release/examples/baseline 127.0.0.1:18459 &
-base_pid=$!
-trap 'kill $verdict_pid $base_pid 2>/dev/null || true' EXIT
-for port in 18450 18459; do
-  for _ in $(seq 100); do curl -fs "http://127.0.0.1:$port/health" -o /dev/null && break; sleep 0.1; done
-done
+source bench/serve.sh
+start_servers 18450 18451 18459
 
 run() { # URL -> "requests/s p50 p99"
   wrk -t1 -c"$connections" -d"${seconds}s" --latency -s bench/verdict.lua "$1" |

@@ -138,12 +138,15 @@ async fn wait_for(address: SocketAddr, child: &mut Child) {
 async fn start_nginx(binary: &Path, text: &str, address: SocketAddr) -> Proxy {
     let dir = tempfile::tempdir().unwrap();
     let file = write_file(dir.path(), "nginx.conf", text);
-    let mut child = Command::new(binary)
-        .args(["-p", &dir.path().display().to_string(), "-c", &file, "-g", "daemon off;"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+    let mut command = Command::new(binary);
+    command.args(["-p", &dir.path().display().to_string(), "-c", &file, "-g", "daemon off;"]);
+    spawn(command, dir, address).await
+}
+
+/// Starts `command` in `dir` and waits until it listens on `address`.
+async fn spawn(mut command: Command, dir: tempfile::TempDir, address: SocketAddr) -> Proxy {
+    let mut child =
+        command.current_dir(dir.path()).stdout(Stdio::null()).stderr(Stdio::null()).spawn().unwrap();
     wait_for(address, &mut child).await;
     Proxy { child, address, _dir: dir }
 }
@@ -151,17 +154,11 @@ async fn start_nginx(binary: &Path, text: &str, address: SocketAddr) -> Proxy {
 async fn start_caddy(binary: &Path, text: &str, address: SocketAddr) -> Proxy {
     let dir = tempfile::tempdir().unwrap();
     let file = write_file(dir.path(), "Caddyfile", text);
-    let mut child = Command::new(binary)
-        .args(["run", "--config", &file, "--adapter", "caddyfile"])
-        .env("HOME", dir.path())
-        .env("XDG_DATA_HOME", dir.path())
-        .env("XDG_CONFIG_HOME", dir.path())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    wait_for(address, &mut child).await;
-    Proxy { child, address, _dir: dir }
+    let mut command = Command::new(binary);
+    command.args(["run", "--config", &file, "--adapter", "caddyfile"]);
+    // Caddy keeps state under HOME; keep it in the test's folder.
+    command.env("HOME", dir.path()).env("XDG_DATA_HOME", dir.path()).env("XDG_CONFIG_HOME", dir.path());
+    spawn(command, dir, address).await
 }
 
 /// Traefik with `traefik.yml` and the dynamic file `dynamic` (both with addresses replaced).
@@ -177,14 +174,9 @@ async fn start_traefik(
         .replace("filename: transparent.yml", &format!("filename: {dynamic_name}"));
     write_file(dir.path(), "traefik.yml", &static_config);
     write_file(dir.path(), dynamic_name, dynamic);
-    let mut child = Command::new(binary)
-        .arg("--configFile=traefik.yml")
-        .current_dir(dir.path())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    wait_for(address, &mut child).await;
+    let mut command = Command::new(binary);
+    command.arg("--configFile=traefik.yml");
+    let proxy = spawn(command, dir, address).await;
     // The file provider loads just after the entry point opens.
     let http = client();
     for _ in 0..100 {
@@ -194,7 +186,7 @@ async fn start_traefik(
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    Proxy { child, address, _dir: dir }
+    proxy
 }
 
 /// HAProxy with the config and, beside it, the shipped `quagmire.lua`.
@@ -203,15 +195,9 @@ async fn start_haproxy(binary: &Path, text: &str, address: SocketAddr) -> Proxy 
     let lua = Path::new(env!("CARGO_MANIFEST_DIR")).join("integrations/haproxy/quagmire.lua");
     std::fs::copy(&lua, dir.path().join("quagmire.lua")).unwrap();
     let file = write_file(dir.path(), "haproxy.cfg", text);
-    let mut child = Command::new(binary)
-        .args(["-db", "-f", &file])
-        .current_dir(dir.path())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    wait_for(address, &mut child).await;
-    Proxy { child, address, _dir: dir }
+    let mut command = Command::new(binary);
+    command.args(["-db", "-f", &file]);
+    spawn(command, dir, address).await
 }
 
 #[derive(Clone, Copy, PartialEq)]
