@@ -121,3 +121,67 @@ fn read(path: &Path) -> Result<(Reader<Vec<u8>>, Option<SystemTime>), GeoError> 
     let reader = Reader::from_source(bytes).map_err(|e| error(e.to_string()))?;
     Ok((reader, modified))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn write_asn_db(path: &Path, asn: u32, org: &str) {
+        use mmdb_writer::{Value, Writer};
+        let mut writer = Writer::new("GeoLite2-ASN");
+        let record = Value::map([
+            ("autonomous_system_number", Value::U32(asn)),
+            ("autonomous_system_organization", Value::String(org.into())),
+        ]);
+        writer.insert_value("192.0.2.0/24".parse::<ipnet::IpNet>().unwrap(), record).unwrap();
+        std::fs::write(path, writer.to_bytes().unwrap()).unwrap();
+    }
+
+    /// Moves the file's modification time on, as a later write would.
+    fn touch_later(path: &Path, seconds: u64) {
+        let file = std::fs::File::options().write(true).open(path).unwrap();
+        file.set_modified(SystemTime::now() + std::time::Duration::from_secs(seconds)).unwrap();
+    }
+
+    #[test]
+    fn lookups_find_asn_and_org_and_unknown_addresses_are_empty() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("asn.mmdb");
+        write_asn_db(&path, 64500, "Example Net");
+        let geo = Geo::open(Some(&path), None).unwrap();
+        let info = geo.lookup("192.0.2.7".parse().unwrap());
+        assert_eq!((info.asn, info.asn_org.as_deref()), (Some(64500), Some("Example Net")));
+        assert_eq!(geo.lookup("198.51.100.1".parse().unwrap()), GeoInfo::default());
+        assert_eq!(Geo::none().lookup("192.0.2.7".parse().unwrap()), GeoInfo::default());
+    }
+
+    #[test]
+    fn a_changed_file_is_reloaded_and_a_broken_one_keeps_the_old_data() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("asn.mmdb");
+        write_asn_db(&path, 64500, "Before");
+        let geo = Geo::open(Some(&path), None).unwrap();
+        assert!(geo.reload_if_changed().unwrap().is_empty(), "nothing changed yet");
+
+        write_asn_db(&path, 64501, "After");
+        touch_later(&path, 10);
+        assert_eq!(geo.reload_if_changed().unwrap(), vec![path.clone()]);
+        assert_eq!(geo.lookup("192.0.2.7".parse().unwrap()).asn, Some(64501));
+
+        std::fs::write(&path, b"not a database").unwrap();
+        touch_later(&path, 20);
+        let error = geo.reload_if_changed().unwrap_err();
+        assert!(error.to_string().contains("asn.mmdb"), "{error}");
+        assert_eq!(geo.lookup("192.0.2.7".parse().unwrap()).asn, Some(64501), "the old data stays");
+    }
+
+    #[test]
+    fn missing_and_corrupt_files_are_errors_naming_the_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let missing = dir.path().join("missing.mmdb");
+        assert!(Geo::open(Some(&missing), None).err().unwrap().to_string().contains("missing.mmdb"));
+        let corrupt = dir.path().join("corrupt.mmdb");
+        std::fs::write(&corrupt, b"garbage").unwrap();
+        assert!(Geo::open(None, Some(&corrupt)).err().unwrap().to_string().contains("corrupt.mmdb"));
+    }
+}
