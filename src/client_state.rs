@@ -42,15 +42,6 @@ pub struct History {
     pub rate_limited: bool,
 }
 
-/// Where a trap hit was seen.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum HitSource {
-    /// The trap listener served the client a page.
-    TrapListener,
-    /// The client asked the verdict about a trap URL.
-    TrapUrl,
-}
-
 /// A client's record, for the admin view.
 #[derive(Clone, Debug)]
 pub struct ClientSnapshot {
@@ -152,7 +143,7 @@ impl ClientStates {
     }
 
     /// Records a trap hit for `key`.
-    pub fn record_trap_hit(&self, key: ClientKey, _source: HitSource) -> History {
+    pub fn record_trap_hit(&self, key: ClientKey) -> History {
         let record = self.record(key);
         let mut inner = record.inner.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
         inner.decay(Instant::now(), &self.config);
@@ -297,7 +288,7 @@ mod tests {
     fn hits_accumulate_per_client() {
         let states = states(Duration::from_secs(600));
         for _ in 0..20 {
-            states.record_trap_hit(key("192.0.2.1"), HitSource::TrapListener);
+            states.record_trap_hit(key("192.0.2.1"));
         }
         let history = states.history(key("192.0.2.1"));
         assert_eq!(history.trap_hits, 20);
@@ -309,7 +300,7 @@ mod tests {
     fn the_score_halves_every_half_life() {
         let states = states(Duration::from_millis(100));
         for _ in 0..8 {
-            states.record_trap_hit(key("192.0.2.1"), HitSource::TrapUrl);
+            states.record_trap_hit(key("192.0.2.1"));
         }
         std::thread::sleep(Duration::from_millis(200));
         let history = states.history(key("192.0.2.1"));
@@ -354,7 +345,7 @@ mod tests {
         let states = states(Duration::from_secs(600));
         for (client, hits) in [("192.0.2.1", 3), ("192.0.2.2", 9), ("192.0.2.3", 1)] {
             for _ in 0..hits {
-                states.record_trap_hit(key(client), HitSource::TrapListener);
+                states.record_trap_hit(key(client));
             }
         }
         states.observe_request(

@@ -4,7 +4,6 @@ use std::fmt::Write;
 use std::path::Path;
 
 use crate::app::App;
-use crate::client_state::HitSource;
 use crate::verdict::{ForwardedRequest, decide_traced};
 
 /// A request given as a raw HTTP file that cannot be read.
@@ -80,7 +79,7 @@ pub fn explain(app: &App, request: ForwardedRequest, trap_hits: u32) -> String {
         let address =
             app.identity.client_address(peer, request.header("x-forwarded-for"), request.header("x-real-ip"));
         for _ in 0..trap_hits {
-            app.clients.record_trap_hit(app.identity.key(address), HitSource::TrapListener);
+            app.clients.record_trap_hit(app.identity.key(address));
         }
     }
     let (judgement, trace) = decide_traced(app, request);

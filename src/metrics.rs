@@ -18,7 +18,6 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::{Registry, Unit};
 
-use crate::client_state::HitSource;
 use crate::rules::Verdict;
 use crate::rules::lists::browser_claim;
 
@@ -66,6 +65,15 @@ struct BuildLabels {
 struct ReloadLabels {
     what: &'static str,
     result: &'static str,
+}
+
+/// Where a trap hit was seen.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum HitSource {
+    /// The trap listener served the client a page.
+    TrapListener,
+    /// The client asked the verdict about a trap URL.
+    TrapUrl,
 }
 
 /// The metrics and their registry.

@@ -156,11 +156,6 @@ impl Compiled {
     pub fn rule_names(&self) -> &[String] {
         &self.rule_names
     }
-
-    /// Names and kinds of the loaded lists.
-    pub fn lists(&self) -> impl Iterator<Item = (&str, &List)> {
-        self.lists.iter().map(|(name, list)| (name.as_str(), list.as_ref()))
-    }
 }
 
 /// The live ruleset, swapped whole on reload.

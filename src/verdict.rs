@@ -7,8 +7,8 @@
 use std::net::IpAddr;
 
 use crate::app::App;
-use crate::client_state::HitSource;
 use crate::facts::Facts;
+use crate::metrics::HitSource;
 use crate::rules::{Decision, RuleOutcome};
 
 /// The request as the proxy described it, before enrichment.
@@ -66,7 +66,7 @@ fn facts(app: &App, request: ForwardedRequest) -> Facts {
     let is_trap_url = app.generator.trap_urls().is_trap(&request.uri);
     if is_trap_url {
         // No human is ever shown a trap URL: asking for one is a trap hit, from any address.
-        app.clients.record_trap_hit(key, HitSource::TrapUrl);
+        app.clients.record_trap_hit(key);
         app.metrics.trap_hit(HitSource::TrapUrl);
     }
     let geo = app.geo.lookup(address);

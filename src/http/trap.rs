@@ -17,7 +17,7 @@ use bytes::Bytes;
 use futures_util::stream;
 
 use crate::app::App;
-use crate::client_state::HitSource;
+use crate::metrics::HitSource;
 
 const HTML: HeaderValue = HeaderValue::from_static("text/html; charset=utf-8");
 
@@ -31,7 +31,7 @@ pub(crate) async fn page(
     let forwarded_for = headers.get("x-forwarded-for").and_then(|value| value.to_str().ok());
     let real_ip = headers.get("x-real-ip").and_then(|value| value.to_str().ok());
     let client = app.identity.client_address(peer.ip(), forwarded_for, real_ip);
-    app.clients.record_trap_hit(app.identity.key(client), HitSource::TrapListener);
+    app.clients.record_trap_hit(app.identity.key(client));
     app.metrics.trap_hit(HitSource::TrapListener);
     let (host, target) = page_address(&uri, &headers);
     let body = app.generator.page(&host, &target);
@@ -92,21 +92,18 @@ fn dripped(
     app: Arc<App>,
 ) -> Body {
     let started = Instant::now();
-    let state = (page, 0usize, permit);
-    Body::from_stream(stream::unfold(state, move |(page, sent, permit)| {
-        let app = app.clone();
-        async move {
-            if sent >= page.len() {
-                app.metrics.dripped(started.elapsed());
-                return None;
-            }
-            if sent > 0 {
-                tokio::time::sleep(pause).await;
-            }
-            let end = (sent + chunk).min(page.len());
-            let piece = page.slice(sent..end);
-            Some((Ok::<_, std::convert::Infallible>(piece), (page, end, permit)))
+    let state = (page, 0usize, permit, app);
+    Body::from_stream(stream::unfold(state, move |(page, sent, permit, app)| async move {
+        if sent >= page.len() {
+            app.metrics.dripped(started.elapsed());
+            return None;
         }
+        if sent > 0 {
+            tokio::time::sleep(pause).await;
+        }
+        let end = (sent + chunk).min(page.len());
+        let piece = page.slice(sent..end);
+        Some((Ok::<_, std::convert::Infallible>(piece), (page, end, permit, app)))
     }))
 }
 

@@ -215,7 +215,7 @@ fn run(
                     failures.push((rule, message));
                 }
                 if let (Some(trace), Some(table)) = (trace, trace_table.as_ref()) {
-                    trace.extend(pairs(&state.names, Some(table)).map(|(rule, result)| {
+                    trace.extend(pairs(&state.names, Some(table)).into_iter().map(|(rule, result)| {
                         let result = match result.strip_prefix("error: ") {
                             Some(message) => format!("error: {}", clean_message(message)),
                             None => result,
@@ -273,13 +273,10 @@ fn display_into<'b>(buffer: &'b mut [u8; 64], value: &dyn std::fmt::Display) -> 
 }
 
 /// The driver's `[index, text, index, text, ...]` list as (rule name, text) pairs.
-fn pairs<'a>(
-    names: &'a [Arc<str>],
-    table: Option<&'a Table>,
-) -> impl Iterator<Item = (Arc<str>, String)> + 'a {
-    let values: Vec<Value> =
-        table.map(|table| table.sequence_values::<Value>().flatten().collect()).unwrap_or_default();
-    let entries: Vec<(Arc<str>, String)> = values
+fn pairs(names: &[Arc<str>], table: Option<&Table>) -> Vec<(Arc<str>, String)> {
+    let Some(table) = table else { return Vec::new() };
+    let values: Vec<Value> = table.sequence_values::<Value>().flatten().collect();
+    values
         .chunks(2)
         .filter_map(|pair| match pair {
             [Value::Integer(index), Value::String(text)] => {
@@ -288,8 +285,7 @@ fn pairs<'a>(
             }
             _ => None,
         })
-        .collect();
-    entries.into_iter()
+        .collect()
 }
 
 /// Lua's and mlua's error texts, reduced to their first line with friendlier wording.

@@ -256,7 +256,7 @@ fn dashboard_type_checks_against_grafana_schema() {
 
 #[test]
 fn dashboard_and_alerts_use_only_metrics_quagmire_exports() {
-    use quagmire::client_state::HitSource;
+    use quagmire::metrics::HitSource;
     use quagmire::metrics::Metrics;
     use quagmire::rules::Verdict;
     // One of everything, so that every labelled family has a series.
