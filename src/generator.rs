@@ -11,7 +11,8 @@ pub mod markov;
 use rand::SeedableRng;
 use rand_pcg::Pcg64Mcg;
 
-use crate::trap_url::{TrapUrls, WORD_COUNT, below};
+use crate::numbers::below;
+use crate::trap_url::{TrapUrls, WORD_COUNT};
 use markov::Chain;
 
 /// Shape of a generated page.

@@ -23,6 +23,7 @@ pub mod generator;
 pub mod geo;
 pub mod http;
 pub mod metrics;
+pub mod numbers;
 pub mod reload;
 pub mod rules;
 pub mod secret;

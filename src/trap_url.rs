@@ -13,6 +13,8 @@ use std::collections::HashMap;
 
 use rand::Rng;
 
+use crate::numbers::{below, push_number};
+
 /// Number of words in the slug dictionary; each word carries `WORD_BITS` bits of the tag.
 pub const WORD_COUNT: usize = 2048;
 const WORD_BITS: u32 = 11;
@@ -169,29 +171,6 @@ impl TrapUrls {
         let bits = u64::from_le_bytes([bytes[0], bytes[1], bytes[2], bytes[3], bytes[4], 0, 0, 0]);
         let mask = (1u64 << WORD_BITS) - 1;
         std::array::from_fn(|i| ((bits >> (WORD_BITS * i as u32)) & mask) as u16)
-    }
-}
-
-/// A uniform integer in `0..n` (Lemire's multiply-shift; the bias is below 2^-32 for our `n`).
-pub(crate) fn below<R: Rng + ?Sized>(rng: &mut R, n: usize) -> usize {
-    ((rng.next_u32() as u64 * n as u64) >> 32) as usize
-}
-
-/// Appends `value` zero-padded to `width` digits, without going through `fmt`.
-pub(crate) fn push_number(out: &mut String, value: usize, width: usize) {
-    let mut digits = [b'0'; 20];
-    let mut len = 0;
-    let mut rest = value;
-    while rest > 0 || len == 0 {
-        digits[len] = b'0' + (rest % 10) as u8;
-        rest /= 10;
-        len += 1;
-    }
-    for _ in len..width {
-        out.push('0');
-    }
-    for &digit in digits[..len].iter().rev() {
-        out.push(digit as char);
     }
 }
 

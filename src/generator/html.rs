@@ -8,7 +8,8 @@ use rand::Rng;
 
 use super::PageSettings;
 use super::markov::{Chain, Position, Word};
-use crate::trap_url::{TrapUrls, below, push_number};
+use crate::numbers::{below, push_number};
+use crate::trap_url::TrapUrls;
 
 const MONTHS: [&str; 12] = [
     "January",

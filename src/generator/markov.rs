@@ -13,7 +13,7 @@ use std::collections::HashMap;
 
 use rand::Rng;
 
-use crate::trap_url::below;
+use crate::numbers::below;
 
 /// `successor[p]` for a state that occurs once: continue at `p + 1`.
 const CONTINUE: u32 = u32::MAX;
