@@ -8,7 +8,9 @@
 use std::collections::{HashMap, HashSet};
 use std::net::IpAddr;
 
-use aho_corasick::{AhoCorasick, AhoCorasickBuilder, AhoCorasickKind, MatchKind};
+use aho_corasick::automaton::{Automaton, StateID};
+use aho_corasick::dfa::{self, DFA};
+use aho_corasick::{Anchored, MatchKind, StartKind};
 use ipnet::IpNet;
 
 use super::RulesError;
@@ -64,12 +66,15 @@ impl List {
                 networks.insert(network, label);
             }
             networks.label_tokens =
-                TokenList::new(networks.labels().into_iter().map(str::to_string).collect());
+                TokenList::new(networks.labels().into_iter().map(str::to_string).collect())
+                    .map_err(|error| bad(1, format!("cannot compile its labels: {error}")))?;
             return Ok(List::Networks(networks));
         }
         // A token entry is the whole line, spaces included ("ChatGPT Agent" is one entry).
         let tokens = entries.into_iter().map(|(_, entry)| entry.to_string()).collect();
-        Ok(List::Tokens(TokenList::new(tokens)))
+        let tokens =
+            TokenList::new(tokens).map_err(|error| bad(1, format!("cannot compile the list: {error}")))?;
+        Ok(List::Tokens(tokens))
     }
 
     /// A short name of the list's kind, for messages.
@@ -98,43 +103,110 @@ impl List {
 
 /// User-agent tokens matched as whole tokens: `Code` matches `Code/1.0` or `foo Code` but not
 /// `BarcodeReader/2.0` or `Unicode-Feed-Reader/1.0`.
+///
+/// A whole token can only start where a token starts, so instead of scanning the text for every
+/// occurrence and then checking its edges, `find` walks an anchored automaton from each token
+/// start; most walks die within a byte or two.
 pub struct TokenList {
-    matcher: AhoCorasick,
+    automaton: DFA,
     tokens: Vec<String>,
+    /// `TOKEN_CHAR` for bytes that continue a token; `ENTRY_START` for the bytes (either case)
+    /// some entry starts with: a walk from any other byte would die at once, and skipping it is
+    /// cheaper than a step of the automaton.
+    classes: [u8; 256],
 }
 
+/// Byte classes for `TokenList::find`.
+const TOKEN_CHAR: u8 = 1;
+const ENTRY_START: u8 = TOKEN_CHAR << 1;
+
 impl TokenList {
-    /// Compiles `tokens`.
-    pub fn new(tokens: Vec<String>) -> TokenList {
-        let matcher = AhoCorasickBuilder::new()
+    /// Compiles `tokens`; fails only for a list too large for the automaton.
+    pub fn new(tokens: Vec<String>) -> Result<TokenList, aho_corasick::BuildError> {
+        let automaton = dfa::Builder::new()
             .ascii_case_insensitive(true)
             .match_kind(MatchKind::Standard)
-            // A DFA scans a user agent fastest; the lists are small enough for its memory.
-            .kind(Some(AhoCorasickKind::DFA))
-            .build(&tokens)
-            .expect("a token list within aho-corasick's limits");
-        TokenList { matcher, tokens }
+            .start_kind(StartKind::Anchored)
+            .build(&tokens)?;
+        let mut classes = [0; 256];
+        for (byte, class) in classes.iter_mut().enumerate() {
+            if is_token_char(byte as u8) {
+                *class |= TOKEN_CHAR;
+            }
+        }
+        for first in tokens.iter().filter_map(|token| token.bytes().next()) {
+            classes[usize::from(first.to_ascii_lowercase())] |= ENTRY_START;
+            classes[usize::from(first.to_ascii_uppercase())] |= ENTRY_START;
+        }
+        Ok(TokenList { automaton, tokens, classes })
     }
 
-    /// The first token found in `text` as a whole token.
-    pub fn find(&self, text: &str) -> Option<&str> {
-        let bytes = text.as_bytes();
-        self.matcher
-            .find_overlapping_iter(text)
-            .find(|found| {
-                let before = found.start().checked_sub(1).map(|i| bytes[i]);
-                let after = bytes.get(found.end()).copied();
-                before.is_none_or(|b| !is_token_char(b)) && after.is_none_or(|b| !is_token_char(b))
-            })
-            .map(|found| self.tokens[found.pattern().as_usize()].as_str())
+    /// The first token (by position) found in `text` as a whole token.
+    pub fn find<T: AsRef<[u8]> + ?Sized>(&self, text: &T) -> Option<&str> {
+        let bytes = text.as_ref();
+        let start = self.automaton.start_state(Anchored::Yes).ok()?;
+        // A walk starts where an entry's first byte follows a non-token byte (or the start).
+        let mut previous = 0;
+        for (at, &byte) in bytes.iter().enumerate() {
+            let class = self.classes[usize::from(byte)];
+            // ENTRY_START is TOKEN_CHAR shifted by one: one test for "starts an entry, after a
+            // byte that does not continue a token".
+            if class & !(previous << 1) & ENTRY_START != 0
+                && let Some(found) = self.whole_token_at(bytes, at, start)
+            {
+                return Some(found);
+            }
+            previous = class;
+        }
+        None
+    }
+
+    /// The entry that matches `bytes` from `from` up to a token end, if any. Not inlined: it
+    /// runs for few bytes, and inlined it costs the scan in `find` its registers.
+    #[inline(never)]
+    fn whole_token_at(&self, bytes: &[u8], from: usize, start: StateID) -> Option<&str> {
+        let automaton = &self.automaton;
+        let mut state = start;
+        for (len, &byte) in bytes[from..].iter().enumerate().map(|(i, b)| (i + 1, b)) {
+            state = automaton.next_state(Anchored::Yes, state, byte);
+            if !automaton.is_special(state) {
+                continue;
+            }
+            if automaton.is_dead(state) {
+                return None;
+            }
+            let ends_token = bytes.get(from + len).is_none_or(|&b| !is_token_char(b));
+            if automaton.is_match(state) && ends_token {
+                // A state's matches also include entries that are suffixes of the walked text
+                // (they serve unanchored searches); only an entry as long as the walk starts here.
+                let found = (0..automaton.match_len(state))
+                    .map(|index| automaton.match_pattern(state, index))
+                    .find(|&pattern| automaton.pattern_len(pattern) == len);
+                if let Some(pattern) = found {
+                    return Some(self.tokens[pattern.as_usize()].as_str());
+                }
+            }
+        }
+        None
     }
 }
 
 /// Characters that continue a user-agent token: letters, digits, `-` and `_`. Anything else
 /// (`/version`, `;`, space, brackets, `,`) ends it.
 fn is_token_char(byte: u8) -> bool {
-    byte.is_ascii_alphanumeric() || byte == b'-' || byte == b'_'
+    TOKEN_CHARS[usize::from(byte)]
 }
+
+const TOKEN_CHARS: [bool; 256] = {
+    let mut table = [false; 256];
+    let mut byte = 0;
+    while byte < 256 {
+        let b = byte as u8;
+        table[byte] = b.is_ascii_alphanumeric() || b == b'-' || b == b'_';
+        byte += 1;
+    }
+    table
+};
 
 /// Network prefixes grouped by length, so a lookup is one hash probe per distinct length.
 pub struct NetworkList {
@@ -154,7 +226,7 @@ impl Default for NetworkList {
             v6: HashMap::new(),
             labels: Vec::new(),
             label_ids: HashMap::new(),
-            label_tokens: TokenList::new(Vec::new()),
+            label_tokens: TokenList::new(Vec::new()).expect("an empty list compiles"),
             len: 0,
         }
     }
@@ -162,7 +234,7 @@ impl Default for NetworkList {
 
 impl NetworkList {
     /// The label a user agent names as a whole token: which of the list's crawlers it claims.
-    pub fn claimed(&self, user_agent: &str) -> Option<&str> {
+    pub fn claimed<T: AsRef<[u8]> + ?Sized>(&self, user_agent: &T) -> Option<&str> {
         self.label_tokens.find(user_agent)
     }
 
@@ -274,7 +346,7 @@ mod tests {
     use super::*;
 
     fn tokens(list: &[&str]) -> TokenList {
-        TokenList::new(list.iter().map(|t| t.to_string()).collect())
+        TokenList::new(list.iter().map(|t| t.to_string()).collect()).unwrap()
     }
 
     #[test]
@@ -291,6 +363,15 @@ mod tests {
         assert_eq!(list.find("BarcodeReader/2.0"), None);
         assert_eq!(list.find("Unicode-Feed-Reader/1.0"), None);
         assert_eq!(list.find("Mozilla/5.0 (X11; Linux x86_64) Chrome/120.0"), None);
+        // A longer entry that does not end on a token boundary must not hide a shorter one that does.
+        let list = tokens(&["Foo", "Foo/1", "Kangaroo Bot", "(crawler"]);
+        assert_eq!(list.find("x Foo/12"), Some("Foo"));
+        assert_eq!(list.find("x Foo/1 y"), Some("Foo"));
+        assert_eq!(list.find("a kangaroo bot/1.0"), Some("Kangaroo Bot"));
+        assert_eq!(list.find("a kangaroo bots"), None);
+        assert_eq!(list.find("Mozilla/5.0 (crawler; +x)"), Some("(crawler"));
+        assert_eq!(list.find("FooBar (crawlers)"), None);
+        assert_eq!(tokens(&[]).find("anything"), None);
     }
 
     #[test]
