@@ -22,13 +22,21 @@
 local TRAP_SCORE_LIMIT = trap_threshold
 
 -- Feed readers fetch feeds from servers, often from datacenters; they must always get through.
-local FEED_SUFFIXES = { ".rss", ".atom", ".xml", ".rdf", "/feed", "/feed/", "/rss", "/rss/", "/atom", "/atom/" }
+-- A feed is a path ending in one of these extensions or last segments, or anything under /feed/
+-- or /feeds/. This runs on every request, so the patterns look only at the path's last six bytes
+-- (enough for "/feed/" or ".atom") instead of being tried at every position of a long path.
+local FEED_EXTENSIONS = { rss = true, atom = true, xml = true, rdf = true }
+local FEED_NAMES = { feed = true, rss = true, atom = true }
 
 local function is_feed(path)
-  for _, suffix in ipairs(FEED_SUFFIXES) do
-    if path:sub(-#suffix) == suffix then
-      return true
-    end
+  local tail = path:sub(-6)
+  local extension = tail:match("%.(%a+)$")
+  if extension and FEED_EXTENSIONS[extension] then
+    return true
+  end
+  local last = tail:match("/(%a+)/?$")
+  if last and FEED_NAMES[last] then
+    return true
   end
   return path:find("^/feeds?/") ~= nil
 end

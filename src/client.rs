@@ -87,6 +87,18 @@ enum Family {
     V6,
 }
 
+impl ClientKey {
+    /// Whether this key is `address` itself (a full-length prefix), so its text is the address's.
+    /// An IPv4-mapped IPv6 address is not: its text differs from its key's.
+    pub fn is_address(&self, address: IpAddr) -> bool {
+        match (self.family, address) {
+            (Family::V4, IpAddr::V4(v4)) => self.prefix == 32 && self.bits == u128::from(u32::from(v4)),
+            (Family::V6, IpAddr::V6(v6)) => self.prefix == 128 && self.bits == u128::from(v6),
+            _ => false,
+        }
+    }
+}
+
 impl fmt::Display for ClientKey {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self.family {

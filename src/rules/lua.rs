@@ -9,6 +9,8 @@
 
 use std::borrow::Cow;
 use std::cell::RefCell;
+use std::fmt::Write as _;
+use std::net::IpAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::time::Instant;
@@ -19,6 +21,7 @@ use mlua::{AnyUserData, Function, HookTriggers, Lua, LuaOptions, MultiValue, Std
 use super::lists::{List, browser_claim};
 use super::{Compiled, Decision, FailMode, RuleOutcome, RulesError, Verdict};
 use crate::facts::Facts;
+use crate::numbers::push_number;
 
 /// Instructions between two runs of the limit hook.
 const HOOK_EVERY: u32 = 1000;
@@ -39,25 +42,33 @@ struct ThreadRules {
 
 /// Runs the rules inside Lua, so a request crosses from Rust into Lua once, not once per rule.
 /// The instruction and time budget is set for each request; after a rule fails, `reset` gives
-/// the rules after it a fresh one. It returns the deciding rule's index (0 for none), a code
+/// the rules after it a fresh one. The request's text comes as one string, `BLOB`, with the end
+/// offsets of its fields (see `fill_blob`). It returns the deciding rule's index (0 for none), a code
 /// (`CODE_ALLOW`, `CODE_TRAP`, or `CODE_ERROR` when a rule failed under fail-closed), the reason,
 /// and failed rules as `{index, message, ...}`. With a `trace` table it records every
 /// rule's result there the same way.
 const DRIVER: &str = r#"
-local checks, reset, pcall, tostring, fail_closed, setmetatable, error = ...
+local checks, reset, pcall, tostring, type, fail_closed, setmetatable, error = ...
 local count = #checks
-local find = string.find
+local find, lower, sub = string.find, string.lower, string.sub
 
 -- The request rules see: a table refilled for each request behind a read-only proxy.
 local request = {}
-local lower, sub = string.lower, string.sub
--- Headers arrive as one string "\nname: value\n..."; names are lowercase.
+-- The request's text fields arrive as one string (one copy into Lua, not one per field) and
+-- are cut out of it here; its tail holds the headers as "\nname: value\n...", names lowercase.
+local blob, headers_from = "", 1
+-- "\nname: " search keys by the name a rule asked for, bounded so odd names cannot grow it.
+local keys, key_count = {}, 0
 request.header = function(self, name)
-  local key = "\n" .. lower(name) .. ": "
-  local start = find(request.headers, key, 1, true)
+  local key = keys[name]
+  if key == nil then
+    key = "\n" .. lower(name) .. ": "
+    if key_count < 256 then keys[name] = key; key_count = key_count + 1 end
+  end
+  local start = find(blob, key, headers_from, true)
   if start == nil then return nil end
   local first = start + #key
-  return sub(request.headers, first, find(request.headers, "\n", first, true) - 1)
+  return sub(blob, first, find(blob, "\n", first, true) - 1)
 end
 local view = setmetatable({}, {
   __index = request,
@@ -65,44 +76,82 @@ local view = setmetatable({}, {
   __metatable = false,
 })
 
-return function(trace, headers, method, proto, host, uri, user_agent, ip, key, asn, asn_org, country,
-                trap_hits, trap_score, request_rate, flags)
-  request.headers, request.method, request.proto, request.host, request.uri = headers, method, proto, host, uri
-  local q = find(uri, "?", 1, true)
-  request.path = q and sub(uri, 1, q - 1) or uri
-  request.query = q and sub(uri, q + 1) or ""
-  request.user_agent, request.ip, request.key = user_agent, ip, key
-  request.asn, request.asn_org, request.country = asn, asn_org, country
-  request.trap_hits, request.trap_score, request.request_rate = trap_hits, trap_score, request_rate
-  request.rate_limited = (flags & 1) ~= 0
-  request.is_trap_url = (flags & 2) ~= 0
-
-  local errors
-  for i = 1, count do
-    local ok, verdict, reason = pcall(checks[i], view)
-    if ok then
-      if verdict == nil then
-        if trace then trace[#trace + 1] = i; trace[#trace + 1] = "pass" end
-      elseif verdict == "allow" or verdict == "trap" or verdict == "deny" then
-        if trace then trace[#trace + 1] = i; trace[#trace + 1] = verdict end
-        if type(reason) ~= "string" then reason = nil end
-        return i, verdict == "allow" and 1 or 2, reason, errors
-      else
-        ok = false
-        verdict = "returned \"" .. tostring(verdict) .. "\"; expected \"allow\", \"trap\" or nil"
+-- All rules run under one pcall; after a failure the loop resumes at the rule after it.
+local trace, first, current
+local function run()
+  for i = first, count do
+    current = i
+    local verdict, reason = checks[i](view)
+    if verdict ~= nil then
+      if verdict ~= "allow" and verdict ~= "trap" and verdict ~= "deny" then
+        error("returned \"" .. tostring(verdict) .. "\"; expected \"allow\", \"trap\" or nil", 0)
       end
+      if trace then trace[#trace + 1] = i; trace[#trace + 1] = verdict end
+      if type(reason) ~= "string" then reason = nil end
+      return i, verdict == "allow" and 1 or 2, reason
     end
-    if not ok then
-      local message = tostring(verdict)
-      -- A rule that ran over the budget must not leave the rules after it without one.
-      reset()
-      errors = errors or {}
-      errors[#errors + 1] = i; errors[#errors + 1] = message
-      if trace then trace[#trace + 1] = i; trace[#trace + 1] = "error: " .. message end
-      if fail_closed then return i, 3, message, errors end
-    end
+    if trace then trace[#trace + 1] = i; trace[#trace + 1] = "pass" end
   end
-  return 0, 0, nil, errors
+  return 0, 0, nil
+end
+
+-- Fields the default rules rarely read are cut from the text on first use, then kept until the
+-- next request clears them.
+local ends = {}
+local function cut(from, to) return sub(blob, ends[from] + 1, ends[to]) end
+local lazy = {
+  method = function() return cut(0, 1) end,
+  host = function() return cut(2, 3) end,
+  uri = function() return cut(3, 5) end,
+  query = function()
+    local path_end, uri_end = ends[4], ends[5]
+    return path_end < uri_end and sub(blob, path_end + 2, uri_end) or ""
+  end,
+  key = function() return cut(7, 8) end,
+  asn_org = function() if ends.org then return cut(8, 9) end end,
+  country = function() if ends.country then return cut(9, 10) end end,
+}
+setmetatable(request, {
+  __index = function(_, name)
+    local field = lazy[name]
+    if field == nil then return nil end
+    local value = field()
+    request[name] = value
+    return value
+  end,
+})
+
+return function(trace_table, text, method_end, proto_end, host_end, path_end, uri_end, agent_end,
+                ip_end, key_end, org_end, country_end, trap_hits, trap_score, request_rate, packed)
+  blob, headers_from = text, country_end + 1
+  ends[0], ends[1], ends[2], ends[3], ends[4], ends[5] = 0, method_end, proto_end, host_end, path_end, uri_end
+  ends[6], ends[7], ends[8], ends[9], ends[10] = agent_end, ip_end, key_end, org_end, country_end
+  ends.org, ends.country = (packed & 4) ~= 0, (packed & 8) ~= 0
+  request.method, request.host, request.uri, request.query = nil, nil, nil, nil
+  request.key, request.asn_org, request.country = nil, nil, nil
+  request.proto = sub(text, method_end + 1, proto_end)
+  request.path = sub(text, host_end + 1, path_end)
+  request.user_agent = sub(text, uri_end + 1, agent_end)
+  request.ip = sub(text, agent_end + 1, ip_end)
+  request.asn = (packed & 16) ~= 0 and packed >> 5 or nil
+  request.trap_hits, request.trap_score, request.request_rate = trap_hits, trap_score, request_rate
+  request.rate_limited = (packed & 1) ~= 0
+  request.is_trap_url = (packed & 2) ~= 0
+
+  trace, first = trace_table, 1
+  local errors
+  while true do
+    local ok, index, code, reason = pcall(run)
+    if ok then return index, code, reason, errors end
+    local message = tostring(index)
+    -- A rule that ran over the budget must not leave the rules after it without one.
+    reset()
+    errors = errors or {}
+    errors[#errors + 1] = current; errors[#errors + 1] = message
+    if trace then trace[#trace + 1] = current; trace[#trace + 1] = "error: " .. message end
+    if fail_closed then return current, 3, message, errors end
+    first = current + 1
+  end
 end
 "#;
 
@@ -164,47 +213,38 @@ fn run(
     facts: &Facts,
     trace: Option<&mut Vec<RuleOutcome>>,
 ) -> Decision {
-    // Addresses as text in stack buffers, headers in a reused buffer: no allocation per request.
-    let (mut ip_buffer, mut key_buffer) = ([0u8; 64], [0u8; 64]);
-    let ip = display_into(&mut ip_buffer, &facts.address);
-    let key = display_into(&mut key_buffer, &facts.key);
-    HEADERS.with(|cell| {
-        let mut headers = cell.borrow_mut();
-        headers.clear();
-        headers.push('\n');
-        for (name, value) in &facts.headers {
-            // Names are lowercase already; a newline in a value would fake a header, so drop it.
-            headers.push_str(name);
-            headers.push_str(": ");
-            if value.contains(['\n', '\r']) {
-                headers.extend(value.chars().filter(|c| *c != '\n' && *c != '\r'));
-            } else {
-                headers.push_str(value);
-            }
-            headers.push('\n');
-        }
+    BLOB.with(|cell| {
+        let mut blob = cell.borrow_mut();
+        let ends = fill_blob(&mut blob, facts);
         state.budget.reset(compiled.limits.instructions);
         let trace_table = match trace {
             Some(_) => state.lua.create_table().ok(),
             None => None,
         };
+        // Flags and the ASN in one argument: Lua calls from Rust take at most 16.
+        let packed = i64::from(facts.history.rate_limited)
+            | i64::from(facts.is_trap_url) << 1
+            | i64::from(facts.geo.asn_org.is_some()) << 2
+            | i64::from(facts.geo.country.is_some()) << 3
+            | facts.geo.asn.map_or(0, |asn| 1 << 4 | i64::from(asn) << 5);
+        let [method, proto, host, path, uri, agent, ip, key, org, country] = ends;
         let result: mlua::Result<(usize, u8, Option<mlua::LuaString>, Option<Table>)> = state.driver.call((
             trace_table.clone(),
-            headers.as_str(),
-            facts.method.as_str(),
-            facts.proto.as_str(),
-            facts.host.as_str(),
-            facts.uri.as_str(),
-            facts.user_agent(),
+            blob.as_str(),
+            method,
+            proto,
+            host,
+            path,
+            uri,
+            agent,
             ip,
             key,
-            facts.geo.asn,
-            facts.geo.asn_org.as_deref(),
-            facts.geo.country.as_deref(),
+            org,
+            country,
             facts.history.trap_hits,
             facts.history.trap_score,
             facts.history.request_rate,
-            u8::from(facts.history.rate_limited) | u8::from(facts.is_trap_url) << 1,
+            packed,
         ));
         let decision = match result {
             Ok((index, code, reason, errors)) => {
@@ -259,17 +299,69 @@ const CODE_TRAP: u8 = 2;
 const CODE_ERROR: u8 = 3;
 
 thread_local! {
-    /// The request's headers as `\nname: value\n...`, which `r:header` searches.
-    static HEADERS: RefCell<String> = const { RefCell::new(String::new()) };
+    /// The request's text for the driver, refilled for each request (see `fill_blob`).
+    static BLOB: RefCell<String> = const { RefCell::new(String::new()) };
 }
 
-/// Formats `value` into `buffer` (an IPv6 prefix fits in 64 bytes with room to spare).
-fn display_into<'b>(buffer: &'b mut [u8; 64], value: &dyn std::fmt::Display) -> &'b str {
-    use std::io::Write;
-    let mut cursor = std::io::Cursor::new(&mut buffer[..]);
-    let _ = write!(cursor, "{value}");
-    let len = cursor.position() as usize;
-    std::str::from_utf8(&buffer[..len]).unwrap_or_default()
+/// Writes the request's text fields into `blob`: method, proto, host, path, `?query` (when the
+/// URI has a `?`), User-Agent, address, key, ASN name and country back to back, then the headers
+/// as `\nname: value\n...`. Returns the end offset of each field, which the driver cuts them at.
+fn fill_blob(blob: &mut String, facts: &Facts) -> [usize; 10] {
+    blob.clear();
+    let mut ends = [0; 10];
+    let fields = [facts.method.as_str(), &facts.proto, &facts.host, facts.path(), facts.query()];
+    for (index, field) in fields.into_iter().enumerate() {
+        if index == 4 && facts.uri.len() > facts.path().len() {
+            blob.push('?');
+        }
+        blob.push_str(field);
+        ends[index] = blob.len();
+    }
+    blob.push_str(facts.user_agent());
+    ends[5] = blob.len();
+    let address_start = blob.len();
+    push_address(blob, facts.address);
+    ends[6] = blob.len();
+    if facts.key.is_address(facts.address) {
+        blob.extend_from_within(address_start..ends[6]);
+    } else {
+        let _ = write!(blob, "{}", facts.key);
+    }
+    ends[7] = blob.len();
+    blob.push_str(facts.geo.asn_org.as_deref().unwrap_or_default());
+    ends[8] = blob.len();
+    blob.push_str(facts.geo.country.as_deref().unwrap_or_default());
+    ends[9] = blob.len();
+    blob.push('\n');
+    for (name, value) in &facts.headers {
+        // Names are lowercase already; a newline in a value would fake a header, so drop it.
+        blob.push_str(name);
+        blob.push_str(": ");
+        if value.bytes().any(|byte| byte == b'\n' || byte == b'\r') {
+            blob.extend(value.chars().filter(|c| *c != '\n' && *c != '\r'));
+        } else {
+            blob.push_str(value);
+        }
+        blob.push('\n');
+    }
+    ends
+}
+
+/// Appends an address as text; IPv4, the common case, without going through `fmt`.
+fn push_address(out: &mut String, address: IpAddr) {
+    match address {
+        IpAddr::V4(v4) => {
+            for (index, octet) in v4.octets().into_iter().enumerate() {
+                if index > 0 {
+                    out.push('.');
+                }
+                push_number(out, usize::from(octet), 1);
+            }
+        }
+        IpAddr::V6(v6) => {
+            let _ = write!(out, "{v6}");
+        }
+    }
 }
 
 /// The driver's `[index, text, index, text, ...]` list as (rule name, text) pairs.
@@ -390,12 +482,22 @@ fn build(compiled: &Compiled) -> Result<ThreadRules, RulesError> {
         .map_err(script_error)?;
     let pcall: Function = lua.globals().get("pcall").map_err(script_error)?;
     let tostring: Function = lua.globals().get("tostring").map_err(script_error)?;
+    let type_of: Function = lua.globals().get("type").map_err(script_error)?;
     let setmetatable: Function = lua.globals().get("setmetatable").map_err(script_error)?;
     let error: Function = lua.globals().get("error").map_err(script_error)?;
     let driver: Function = lua
         .load(DRIVER)
         .set_name("=quagmire rule driver")
-        .call((checks, reset, pcall, tostring, compiled.fail == FailMode::Closed, setmetatable, error))
+        .call((
+            checks,
+            reset,
+            pcall,
+            tostring,
+            type_of,
+            compiled.fail == FailMode::Closed,
+            setmetatable,
+            error,
+        ))
         .map_err(script_error)?;
     Ok(ThreadRules { generation: compiled.generation, lua, names, driver, budget, no_rule: Arc::from("") })
 }
@@ -419,11 +521,9 @@ fn install_helpers(lua: &Lua, compiled: &Compiled) -> mlua::Result<()> {
         // (or true); nil when `x` is not in the list.
         registry.add_method("find", |lua, list, value: Value| {
             let found = match (list.as_ref(), &value) {
-                (List::Tokens(tokens), Value::String(text)) => text
-                    .to_str()
-                    .ok()
-                    .and_then(|text| tokens.find(&text))
-                    .map(|token| label_value(lua, token)),
+                (List::Tokens(tokens), Value::String(text)) => {
+                    tokens.find(&*text.as_bytes()).map(|token| label_value(lua, token))
+                }
                 (List::Networks(networks), Value::String(text)) => text
                     .to_str()
                     .ok()
@@ -449,14 +549,17 @@ fn install_helpers(lua: &Lua, compiled: &Compiled) -> mlua::Result<()> {
         });
         registry.add_method("len", |_, list, ()| Ok(list.len()));
         // `list:claimed(ua)`: for a labelled network list, the label the user agent names.
-        registry.add_method("claimed", |_, list, user_agent: Option<String>| match list.as_ref() {
-            List::Networks(networks) => {
-                Ok(user_agent.as_deref().and_then(|ua| networks.claimed(ua)).map(str::to_string))
+        registry.add_method("claimed", |lua, list, user_agent: Option<mlua::LuaString>| {
+            match list.as_ref() {
+                List::Networks(networks) => Ok(user_agent
+                    .as_ref()
+                    .and_then(|ua| networks.claimed(&*ua.as_bytes()).map(|label| label_value(lua, label)))
+                    .unwrap_or(Value::Nil)),
+                other => Err(mlua::Error::runtime(format!(
+                    "claimed() needs a labelled network list, not {}",
+                    other.kind()
+                ))),
             }
-            other => Err(mlua::Error::runtime(format!(
-                "claimed() needs a labelled network list, not {}",
-                other.kind()
-            ))),
         });
     })?;
     let lists = lua.create_table()?;
@@ -466,8 +569,9 @@ fn install_helpers(lua: &Lua, compiled: &Compiled) -> mlua::Result<()> {
     }
     lua.globals().set("lists", lists)?;
     // browser(ua) -> family, major, minor; nil when the UA claims no mainstream browser.
-    let browser = lua.create_function(|lua, user_agent: Option<String>| {
-        let Some(claim) = user_agent.as_deref().and_then(browser_claim) else {
+    let browser = lua.create_function(|lua, user_agent: Option<mlua::LuaString>| {
+        let claim = user_agent.as_ref().and_then(|ua| ua.to_str().ok().and_then(|ua| browser_claim(&ua)));
+        let Some(claim) = claim else {
             return Ok(MultiValue::new());
         };
         Ok(MultiValue::from_vec(vec![

@@ -181,8 +181,16 @@ fn default_rules_always_allow_robots_acme_and_feeds() {
         "/blog/rss",
         "/index.atom",
         "/feeds/all",
+        "/feeds/all.html",
+        "/blog/feed/",
+        "/comments/feed?page=2",
+        "/site.v2.rdf",
     ] {
         check(&rules, datacenter_library(uri), Verdict::Allow, "always-allowed-paths");
+    }
+    // Near misses are not feeds: the library from a datacenter is trapped.
+    for uri in ["/feedback", "/rss.html", "/blog/feeds", "/xml/index.html"] {
+        check(&rules, datacenter_library(uri), Verdict::Trap, "http-library-from-datacenter");
     }
     check(
         &rules,
@@ -326,16 +334,27 @@ fn bad_return_values_are_rule_errors() {
 #[test]
 fn scripts_read_every_fact() {
     let script = r#"return { { name = "echo", check = function(r)
-        return "allow", table.concat({ r.method, r.proto, r.host, r.path, r.query, r.ip, r.key,
-            tostring(r.asn), tostring(r.trap_hits), tostring(r.is_trap_url),
+        return "allow", table.concat({ r.method, r.proto, r.host, r.uri, r.path, "[" .. r.query .. "]",
+            r.ip, r.key, tostring(r.asn), tostring(r.asn_org), tostring(r.country),
+            tostring(r.trap_hits), tostring(r.is_trap_url), tostring(r.rate_limited),
             r:header("Accept") or "-", r:header("x-missing") or "-", select(1, browser(r.user_agent)) }, " ")
     end } }"#;
     let rules = script_rules(script, FailMode::Closed).unwrap();
     let request = Request { uri: "/a?b=1", asn: Some(64500), ..Request::browser(CHROME) };
-    let decision = rules.evaluate(&request.facts());
+    let mut facts = request.facts();
+    facts.geo.asn_org = Some("Example Networks".into());
+    facts.geo.country = Some("NL".into());
     assert_eq!(
-        decision.reason,
-        "GET https example.org /a b=1 198.51.100.20 198.51.100.20 64500 0 false text/html - chrome 120 0"
+        rules.evaluate(&facts).reason,
+        "GET https example.org /a?b=1 /a [b=1] 198.51.100.20 198.51.100.20 64500 Example Networks NL 0 \
+         false false text/html - chrome 120 0"
+    );
+    // The next request's facts, not the last one's: fields read once are not kept across requests.
+    let request = Request { uri: "/b?", ip: "2001:db8::7", ..Request::browser(CHROME) };
+    assert_eq!(
+        rules.evaluate(&request.facts()).reason,
+        "GET https example.org /b? /b [] 2001:db8::7 2001:db8::/64 nil nil nil 0 false false text/html - \
+         chrome 120 0"
     );
 }
 
