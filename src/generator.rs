@@ -62,6 +62,7 @@ impl Generator {
             settings: &self.settings,
             rng: Pcg64Mcg::from_seed(self.seed(host, Some(path))),
             out,
+            walks: html::Walks::new(),
         };
         writer.write(site);
     }

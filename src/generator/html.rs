@@ -7,7 +7,7 @@
 use rand::Rng;
 
 use super::PageSettings;
-use super::markov::{Chain, Position, Word};
+use super::markov::{Chain, Position, Word, WordId};
 use crate::numbers::{below, push_number};
 use crate::trap_url::TrapUrls;
 
@@ -30,6 +30,27 @@ const MONTHS: [&str; 12] = [
 const TAIL_BYTES_PER_LINK: usize = 110;
 const TAIL_BYTES_FIXED: usize = 320;
 
+/// Sentences walked side by side (the most a paragraph or list has).
+const LANES: usize = 6;
+/// The longest sentence, in words.
+const MAX_SENTENCE_WORDS: usize = 60;
+
+/// The words of the sentences being walked side by side.
+///
+/// A walk is a chain of dependent reads, most of which miss the cache on a multi-megabyte
+/// model, so walking one sentence at a time waits for one miss after another. Taking one step
+/// in each of a paragraph's sentences in turn lets their misses overlap.
+pub(super) struct Walks {
+    words: [[WordId; MAX_SENTENCE_WORDS]; LANES],
+    lens: [usize; LANES],
+}
+
+impl Walks {
+    pub(super) fn new() -> Self {
+        Walks { words: [[WordId::default(); MAX_SENTENCE_WORDS]; LANES], lens: [0; LANES] }
+    }
+}
+
 /// Everything one page render needs; the RNG is the only source of variety.
 pub(super) struct PageWriter<'a, R: Rng> {
     pub(super) chain: &'a Chain,
@@ -37,6 +58,7 @@ pub(super) struct PageWriter<'a, R: Rng> {
     pub(super) settings: &'a PageSettings,
     pub(super) rng: R,
     pub(super) out: &'a mut String,
+    pub(super) walks: Walks,
 }
 
 impl<R: Rng> PageWriter<'_, R> {
@@ -62,7 +84,7 @@ impl<R: Rng> PageWriter<'_, R> {
         self.out.push_str(" | ");
         self.site_name(site);
         self.out.push_str("</title>\n<meta name=\"description\" content=\"");
-        self.sentence(40);
+        self.one_sentence(40);
         self.out.push_str(
             "\">\n<style>body{max-width:44rem;margin:0 auto;padding:1rem;font:17px/1.6 Georgia,serif;\
              color:#222}header,footer{font-family:sans-serif}nav a{margin-right:1em}\
@@ -127,11 +149,12 @@ impl<R: Rng> PageWriter<'_, R> {
     fn paragraph(&mut self) {
         self.out.push_str("<p>");
         let sentences = 2 + below(&mut self.rng, 5);
-        for i in 0..sentences {
-            if i > 0 {
+        self.walk_sentences(sentences, 60);
+        for lane in 0..sentences {
+            if lane > 0 {
                 self.out.push(' ');
             }
-            self.sentence(60);
+            self.sentence(lane, 60);
         }
         self.out.push_str("</p>\n");
     }
@@ -139,9 +162,11 @@ impl<R: Rng> PageWriter<'_, R> {
     /// A bulleted list of three to six one-sentence items.
     fn list(&mut self) {
         self.out.push_str("<ul>\n");
-        for _ in 0..3 + below(&mut self.rng, 4) {
+        let items = 3 + below(&mut self.rng, 4);
+        self.walk_sentences(items, 30);
+        for lane in 0..items {
             self.out.push_str("<li>");
-            self.sentence(30);
+            self.sentence(lane, 30);
             self.out.push_str("</li>\n");
         }
         self.out.push_str("</ul>\n");
@@ -149,30 +174,65 @@ impl<R: Rng> PageWriter<'_, R> {
 
     fn quote(&mut self) {
         self.out.push_str("<blockquote><p>");
-        self.sentence(45);
+        self.one_sentence(45);
         self.out.push_str("</p></blockquote>\n");
     }
 
-    /// One sentence from a fresh sentence start, cut at `max_words` and closed with a full stop
-    /// when the chain runs on.
-    fn sentence(&mut self, max_words: usize) {
-        let mut at = self.chain.sentence_start(&mut self.rng);
-        for i in 0..max_words {
-            let word = self.chain.word(at);
+    fn one_sentence(&mut self, max_words: usize) {
+        self.walk_sentences(1, max_words);
+        self.sentence(0, max_words);
+    }
+
+    /// Walks `count` (at most `LANES`) sentences of at most `max_words` (at most
+    /// `MAX_SENTENCE_WORDS`) into `walks`, one step of each in turn, each from a fresh sentence
+    /// start and ending where the chain ends a sentence.
+    fn walk_sentences(&mut self, count: usize, max_words: usize) {
+        let count = count.min(LANES);
+        let max_words = max_words.min(MAX_SENTENCE_WORDS);
+        let first = self.chain.sentence_start(&mut self.rng);
+        let mut at = [first; LANES];
+        for lane in at.iter_mut().take(count).skip(1) {
+            *lane = self.chain.sentence_start(&mut self.rng);
+        }
+        let walks = &mut self.walks;
+        walks.lens = [0; LANES];
+        let mut ended = [false; LANES];
+        let mut walking = count;
+        for step in 0..max_words {
+            for lane in 0..count {
+                if ended[lane] {
+                    continue;
+                }
+                let word = at[lane].word_id();
+                walks.words[lane][step] = word;
+                walks.lens[lane] = step + 1;
+                if step + 1 == max_words || self.chain.word_by_id(word).ends_sentence {
+                    ended[lane] = true;
+                    walking -= 1;
+                } else {
+                    at[lane] = self.chain.step(at[lane], &mut self.rng);
+                }
+            }
+            if walking == 0 {
+                break;
+            }
+        }
+    }
+
+    /// Writes walked sentence `lane`, closed with a full stop when it was cut at `max_words`.
+    fn sentence(&mut self, lane: usize, max_words: usize) {
+        let len = self.walks.lens[lane];
+        for i in 0..len {
+            let word = self.chain.word_by_id(self.walks.words[lane][i]);
             if i > 0 {
                 self.out.push(' ');
             }
-            if word.ends_sentence {
-                self.corpus_word(word, i == 0);
-                return;
-            }
-            if i + 1 == max_words {
+            if i + 1 == max_words && !word.ends_sentence {
                 self.word(word.text.trim_end_matches(|c: char| !c.is_alphanumeric()), i == 0);
                 self.out.push('.');
-                return;
+            } else {
+                self.corpus_word(word, i == 0);
             }
-            self.corpus_word(word, i == 0);
-            at = self.chain.step(at, &mut self.rng);
         }
     }
 

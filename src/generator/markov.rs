@@ -192,7 +192,13 @@ impl Chain {
     /// The word at `at`.
     #[inline]
     pub fn word(&self, at: Position) -> Word<'_> {
-        let entry = self.words[at.cell.token as usize];
+        self.word_by_id(at.word_id())
+    }
+
+    /// The word with vocabulary id `id`.
+    #[inline]
+    pub fn word_by_id(&self, id: WordId) -> Word<'_> {
+        let entry = self.words[id.0 as usize];
         let start = entry.start as usize;
         Word {
             text: &self.vocabulary[start..start + entry.len as usize],
@@ -244,7 +250,17 @@ impl Position {
     pub fn index(self) -> u32 {
         self.index
     }
+
+    /// The vocabulary id of the word here.
+    #[inline]
+    pub fn word_id(self) -> WordId {
+        WordId(self.cell.token)
+    }
 }
+
+/// A vocabulary id: a word of the chain, without the position it was found at.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct WordId(u32);
 
 /// What `successors` lays out before cells are copied in.
 enum GroupItem {

@@ -96,3 +96,18 @@ fn escaping_covers_every_special_character() {
     html::push_escaped(&mut out, "a<b>&\"c'");
     assert_eq!(out, "a&lt;b&gt;&amp;&quot;c&#39;");
 }
+
+#[test]
+fn sentences_walked_side_by_side_stay_separate() {
+    // The corpus never repeats a word, so neither may a page; every paragraph ends a sentence.
+    let generator = generator("s");
+    for i in 0..50 {
+        let page = generator.page("example.org", &format!("/side/{i}"));
+        let paragraphs = page.split("<p>").skip(1).filter_map(|rest| rest.split_once("</p>"));
+        for paragraph in paragraphs.filter(|paragraph| !paragraph.0.starts_with("&copy;")) {
+            let words: Vec<&str> = paragraph.0.split_whitespace().collect();
+            assert!(words.windows(2).all(|pair| pair[0] != pair[1]), "{}", paragraph.0);
+            assert!(paragraph.0.ends_with(['.', '!', '?']), "{}", paragraph.0);
+        }
+    }
+}
