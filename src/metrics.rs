@@ -29,7 +29,8 @@ const ASN_CANDIDATES: usize = 4096;
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct VerdictLabels {
     verdict: &'static str,
-    rule: String,
+    // The decision's own name, shared: no copy of the rule name per request.
+    rule: Arc<str>,
     mode: &'static str,
 }
 
@@ -197,7 +198,7 @@ impl Metrics {
     pub fn verdict(
         &self,
         verdict: Verdict,
-        rule: &str,
+        rule: &Arc<str>,
         shadow: bool,
         elapsed: Duration,
         asn: Option<u32>,
@@ -205,7 +206,7 @@ impl Metrics {
     ) {
         let verdict = verdict.as_str();
         let mode = if shadow { "shadow" } else { "enforce" };
-        self.verdicts.get_or_create(&VerdictLabels { verdict, rule: rule.to_string(), mode }).inc();
+        self.verdicts.get_or_create(&VerdictLabels { verdict, rule: rule.clone(), mode }).inc();
         self.decision_seconds.observe(elapsed.as_secs_f64());
         let asn = self.asn_label(asn);
         self.verdicts_by_asn.get_or_create(&AsnLabels { asn, verdict }).inc();
@@ -427,7 +428,14 @@ mod tests {
         for round in 0..50u32 {
             for asn in 0..1000u32 {
                 if asn % 50 <= round % 50 {
-                    metrics.verdict(Verdict::Allow, "", false, Duration::from_micros(5), Some(asn), "curl/8");
+                    metrics.verdict(
+                        Verdict::Allow,
+                        &Arc::from(""),
+                        false,
+                        Duration::from_micros(5),
+                        Some(asn),
+                        "curl/8",
+                    );
                 }
             }
         }
@@ -442,7 +450,7 @@ mod tests {
         let metrics = Metrics::new();
         metrics.verdict(
             Verdict::Trap,
-            "ai-crawlers",
+            &Arc::from("ai-crawlers"),
             false,
             Duration::from_micros(8),
             Some(16509),

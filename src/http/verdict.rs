@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use axum::body::Body;
-use axum::extract::{ConnectInfo, State};
+use axum::extract::{ConnectInfo, Request, State};
 use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
 use axum::response::Response;
 
@@ -26,10 +26,10 @@ const TRAP_BODY: &str = "Forbidden\n";
 pub(crate) async fn verdict(
     State(app): State<Arc<App>>,
     ConnectInfo(peer): ConnectInfo<SocketAddr>,
-    method: Method,
-    headers: HeaderMap,
+    // The whole request rather than a `HeaderMap` extractor, which would clone the headers.
+    request: Request,
 ) -> Response {
-    let request = forwarded_request(Some(peer), &method, &headers);
+    let request = forwarded_request(Some(peer), request.method(), request.headers());
     let started = Instant::now();
     let judgement = decide(&app, request);
     let elapsed = started.elapsed();

@@ -261,7 +261,14 @@ fn dashboard_and_alerts_use_only_metrics_quagmire_exports() {
     use quagmire::rules::Verdict;
     // One of everything, so that every labelled family has a series.
     let metrics = Metrics::new();
-    metrics.verdict(Verdict::Trap, "r", false, Duration::from_micros(5), Some(1), "curl/8");
+    metrics.verdict(
+        Verdict::Trap,
+        &std::sync::Arc::from("r"),
+        false,
+        Duration::from_micros(5),
+        Some(1),
+        "curl/8",
+    );
     metrics.trap_page(1);
     metrics.dripped(Duration::from_millis(1));
     metrics.trap_hit(HitSource::TrapUrl);
