@@ -7,9 +7,10 @@
 
 use std::collections::HashMap;
 use std::sync::atomic::AtomicU64;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, LazyLock, Mutex};
 use std::time::Duration;
 
+use aho_corasick::AhoCorasick;
 use arc_swap::ArcSwap;
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
@@ -359,14 +360,12 @@ pub fn user_agent_family(user_agent: &str) -> &'static str {
     if user_agent.is_empty() {
         return "none";
     }
-    if let Some(claim) = browser_claim(user_agent) {
-        // A crawler that embeds a browser UA still says "bot" somewhere.
-        if !looks_like_bot(user_agent) {
-            return claim.family;
-        }
-    }
+    // A crawler that embeds a browser UA still says "bot" somewhere.
     if looks_like_bot(user_agent) {
         return "bot";
+    }
+    if let Some(claim) = browser_claim(user_agent) {
+        return claim.family;
     }
     let product = user_agent.split(['/', ' ']).next().unwrap_or("").to_ascii_lowercase();
     const LIBRARIES: &[&str] = &[
@@ -397,8 +396,14 @@ pub fn user_agent_family(user_agent: &str) -> &'static str {
 }
 
 fn looks_like_bot(user_agent: &str) -> bool {
-    let lower = user_agent.to_ascii_lowercase();
-    ["bot", "crawler", "spider", "headless"].iter().any(|word| lower.contains(word))
+    // Built once: this runs for every verdict.
+    static BOT_WORDS: LazyLock<AhoCorasick> = LazyLock::new(|| {
+        AhoCorasick::builder()
+            .ascii_case_insensitive(true)
+            .build(["bot", "crawler", "spider", "headless"])
+            .expect("four short patterns compile")
+    });
+    BOT_WORDS.is_match(user_agent)
 }
 
 #[cfg(test)]

@@ -45,27 +45,29 @@ pub(crate) async fn verdict(
 
 /// Rebuilds the judged request from the forward-auth headers.
 pub fn forwarded_request(peer: Option<SocketAddr>, method: &Method, headers: &HeaderMap) -> ForwardedRequest {
-    let text = |name: &str| {
-        headers.get(name).map(|value| String::from_utf8_lossy(value.as_bytes()).trim().to_string())
-    };
-    let first = |name: &str| text(name).map(|value| value.split(',').next().unwrap_or("").trim().to_string());
+    // Copy the headers once, then read the forwarding ones from the copy: a `HeaderMap::get` by
+    // name would parse and hash each name again.
+    let mut copied = Vec::with_capacity(headers.len());
+    for (name, value) in headers {
+        let value = match value.to_str() {
+            Ok(text) => text.to_string(),
+            Err(_) => String::from_utf8_lossy(value.as_bytes()).into_owned(),
+        };
+        copied.push((name.as_str().to_string(), value));
+    }
+    let text = |name: &str| copied.iter().find(|(key, _)| key == name).map(|(_, value)| value.trim());
+    let first = |name: &str| text(name).map(|value| value.split(',').next().unwrap_or("").trim());
     ForwardedRequest {
         peer: peer.map(|peer| peer.ip()),
-        method: first("x-forwarded-method").unwrap_or_else(|| method.as_str().to_string()),
-        proto: first("x-forwarded-proto")
-            .map(|proto| proto.to_ascii_lowercase())
-            .unwrap_or_else(|| "http".into()),
-        host: first("x-forwarded-host").or_else(|| text("host")).unwrap_or_default(),
+        method: first("x-forwarded-method").unwrap_or(method.as_str()).to_string(),
+        proto: first("x-forwarded-proto").map_or_else(|| "http".into(), |proto| proto.to_ascii_lowercase()),
+        host: first("x-forwarded-host").or_else(|| text("host")).unwrap_or_default().to_string(),
         uri: text("x-forwarded-uri")
             .or_else(|| text("x-original-uri"))
             .filter(|uri| !uri.is_empty())
-            .unwrap_or_else(|| "/".into()),
-        headers: headers
-            .iter()
-            .map(|(name, value)| {
-                (name.as_str().to_string(), String::from_utf8_lossy(value.as_bytes()).into_owned())
-            })
-            .collect(),
+            .unwrap_or("/")
+            .to_string(),
+        headers: copied,
     }
 }
 

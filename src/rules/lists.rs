@@ -317,26 +317,39 @@ pub fn browser_claim(user_agent: &str) -> Option<BrowserClaim> {
     if !user_agent.starts_with("Mozilla/5.0") {
         return None;
     }
-    let version_after = |marker: &str| {
-        let start = user_agent.find(marker)? + marker.len();
-        let version = user_agent[start..].split(|c: char| !(c.is_ascii_digit() || c == '.')).next()?;
+    // One pass over the slashes: a marker such as "Chrome/" occurs exactly where a '/' follows
+    // "Chrome". This runs for every verdict (rules and metrics), so no substring searches.
+    const MARKERS: [&str; 6] = ["Edg", "Firefox", "Chrome", "CriOS", "Version", "Safari"];
+    let mut found: [Option<usize>; 6] = [None; 6];
+    for (slash, _) in user_agent.match_indices('/') {
+        let before = &user_agent[..slash];
+        for (marker, first) in MARKERS.iter().zip(found.iter_mut()) {
+            if first.is_none() && before.ends_with(marker) {
+                *first = Some(slash + 1);
+            }
+        }
+    }
+    let [edge, firefox, chrome, crios, version, safari] = found;
+    let version_at = |start: Option<usize>| {
+        let rest = &user_agent[start?..];
+        let version = rest.split(|c: char| !(c.is_ascii_digit() || c == '.')).next()?;
         let mut parts = version.split('.');
         let major = parts.next()?.parse().ok()?;
         let minor = parts.next().and_then(|minor| minor.parse().ok()).unwrap_or(0);
         Some((major, minor))
     };
     let claim = |family, (major, minor)| BrowserClaim { family, major, minor };
-    if let Some(version) = version_after("Edg/") {
+    if let Some(version) = version_at(edge) {
         return Some(claim("edge", version));
     }
-    if let Some(version) = version_after("Firefox/") {
+    if let Some(version) = version_at(firefox) {
         return Some(claim("firefox", version));
     }
-    if let Some(version) = version_after("Chrome/").or_else(|| version_after("CriOS/")) {
+    if let Some(version) = version_at(chrome).or_else(|| version_at(crios)) {
         return Some(claim("chrome", version));
     }
-    if user_agent.contains("Safari/") {
-        return version_after("Version/").map(|version| claim("safari", version));
+    if safari.is_some() {
+        return version_at(version).map(|version| claim("safari", version));
     }
     None
 }
@@ -418,5 +431,13 @@ mod tests {
         let safari = "Mozilla/5.0 (Macintosh; Intel Mac OS X 10_15_7) AppleWebKit/605.1.15 (KHTML, like Gecko) Version/16.4 Safari/605.1.15";
         assert_eq!(browser_claim(safari), Some(BrowserClaim { family: "safari", major: 16, minor: 4 }));
         assert_eq!(browser_claim("curl/8.5.0"), None);
+        let ios_chrome = "Mozilla/5.0 (iPhone; CPU iPhone OS 17_1 like Mac OS X) AppleWebKit/605.1.15 (KHTML, like Gecko) CriOS/119.0.6045.169 Mobile/15E148 Safari/604.1";
+        assert_eq!(browser_claim(ios_chrome), Some(BrowserClaim { family: "chrome", major: 119, minor: 0 }));
+        // Safari without a Version/ claims no version; a marker inside a longer product still counts.
+        assert_eq!(browser_claim("Mozilla/5.0 (Macintosh) AppleWebKit/605.1.15 Safari/605.1.15"), None);
+        assert_eq!(
+            browser_claim("Mozilla/5.0 HeadlessChrome/120.1").map(|c| (c.family, c.minor)),
+            Some(("chrome", 1))
+        );
     }
 }
