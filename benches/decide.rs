@@ -31,7 +31,7 @@ fn request(user_agent: &str, client: &str) -> ForwardedRequest {
         proto: "https".into(),
         host: "site.example".into(),
         uri: "/articles/2024/some-post".into(),
-        headers: headers.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
+        headers: headers.into_iter().collect(),
     }
 }
 

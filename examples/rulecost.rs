@@ -20,11 +20,9 @@ fn main() {
         proto: "https".into(),
         host: "site.example".into(),
         uri: "/articles/2024/some-post".into(),
-        headers: vec![
-            ("user-agent".into(), ua.into()),
-            ("sec-fetch-mode".into(), "navigate".into()),
-            ("x-forwarded-for".into(), "198.51.100.7".into()),
-        ],
+        headers: [("user-agent", ua), ("sec-fetch-mode", "navigate"), ("x-forwarded-for", "198.51.100.7")]
+            .into_iter()
+            .collect(),
     };
     let facts = decide(&app, request).facts;
     let rounds: u32 = std::env::var("ROUNDS").ok().and_then(|r| r.parse().ok()).unwrap_or(200_000);

@@ -30,7 +30,8 @@ pub fn request_from_flags(
     uri: String,
     headers: &[String],
 ) -> Result<ForwardedRequest, ExplainError> {
-    let headers = headers.iter().map(|header| parse_header(header)).collect::<Result<_, _>>()?;
+    let headers = headers.iter().map(|header| parse_header(header)).collect::<Result<Vec<_>, _>>()?;
+    let headers = headers.into_iter().collect();
     Ok(ForwardedRequest { peer: None, method, proto, host, uri, headers })
 }
 
@@ -62,6 +63,7 @@ pub fn read_request(path: &Path) -> Result<ForwardedRequest, ExplainError> {
         .iter()
         .find(|(name, _)| name == "x-forwarded-proto")
         .map_or_else(|| "https".to_string(), |(_, value)| value.clone());
+    let headers = headers.into_iter().collect();
     Ok(ForwardedRequest { peer: None, method: method.into(), proto, host, uri: uri.into(), headers })
 }
 

@@ -7,7 +7,7 @@
 use std::net::IpAddr;
 
 use crate::app::App;
-use crate::facts::Facts;
+use crate::facts::{Facts, Headers};
 use crate::metrics::HitSource;
 use crate::rules::{Decision, RuleOutcome};
 
@@ -25,13 +25,13 @@ pub struct ForwardedRequest {
     /// The original path and query.
     pub uri: String,
     /// The client's headers (names lowercase), including the forwarding headers.
-    pub headers: Vec<(String, String)>,
+    pub headers: Headers,
 }
 
 impl ForwardedRequest {
     /// The first value of header `name` (lowercase).
     pub fn header(&self, name: &str) -> Option<&str> {
-        self.headers.iter().find(|(key, _)| key == name).map(|(_, value)| value.as_str())
+        self.headers.get(name)
     }
 }
 

@@ -16,6 +16,7 @@ use axum::response::Response;
 
 use crate::app::App;
 use crate::config::{Answer, Mode};
+use crate::facts::Headers;
 use crate::rules::Verdict;
 use crate::verdict::{ForwardedRequest, Judgement, decide};
 
@@ -47,15 +48,15 @@ pub(crate) async fn verdict(
 pub fn forwarded_request(peer: Option<SocketAddr>, method: &Method, headers: &HeaderMap) -> ForwardedRequest {
     // Copy the headers once, then read the forwarding ones from the copy: a `HeaderMap::get` by
     // name would parse and hash each name again.
-    let mut copied = Vec::with_capacity(headers.len());
+    let bytes = headers.iter().map(|(name, value)| name.as_str().len() + value.len()).sum();
+    let mut copied = Headers::with_capacity(headers.len(), bytes);
     for (name, value) in headers {
-        let value = match value.to_str() {
-            Ok(text) => text.to_string(),
-            Err(_) => String::from_utf8_lossy(value.as_bytes()).into_owned(),
-        };
-        copied.push((name.as_str().to_string(), value));
+        match value.to_str() {
+            Ok(text) => copied.push(name.as_str(), text),
+            Err(_) => copied.push(name.as_str(), &String::from_utf8_lossy(value.as_bytes())),
+        }
     }
-    let text = |name: &str| copied.iter().find(|(key, _)| key == name).map(|(_, value)| value.trim());
+    let text = |name: &str| copied.get(name).map(str::trim);
     let first = |name: &str| text(name).map(|value| value.split(',').next().unwrap_or("").trim());
     ForwardedRequest {
         peer: peer.map(|peer| peer.ip()),

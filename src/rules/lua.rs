@@ -333,7 +333,7 @@ fn fill_blob(blob: &mut String, facts: &Facts) -> [usize; 10] {
     blob.push_str(facts.geo.country.as_deref().unwrap_or_default());
     ends[9] = blob.len();
     blob.push('\n');
-    for (name, value) in &facts.headers {
+    for (name, value) in facts.headers.iter() {
         // Names are lowercase already; a newline in a value would fake a header, so drop it.
         blob.push_str(name);
         blob.push_str(": ");

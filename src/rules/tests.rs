@@ -72,7 +72,7 @@ impl Request {
             proto: self.proto.into(),
             host: "example.org".into(),
             uri: self.uri.into(),
-            headers: self.headers.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
+            headers: self.headers.iter().copied().collect(),
             address,
             key: ClientIdentity::new(vec![], 32, 64).key(address),
             geo: GeoInfo { asn: self.asn, asn_org: None, country: None },
