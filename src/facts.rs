@@ -88,7 +88,15 @@ impl Headers {
 
     /// The first value of header `name` (any case).
     pub fn get(&self, name: &str) -> Option<&str> {
-        self.iter().find(|(key, _)| key.eq_ignore_ascii_case(name)).map(|(_, value)| value)
+        // Lengths first, from the spans alone: most names differ in length.
+        let text = self.text.as_bytes();
+        self.spans
+            .iter()
+            .find(|&&(start, value_start, _)| {
+                value_start - start == name.len()
+                    && text[start..value_start].eq_ignore_ascii_case(name.as_bytes())
+            })
+            .map(|&(_, value_start, end)| &self.text[value_start..end])
     }
 
     /// Number of headers.
