@@ -30,24 +30,27 @@ const MONTHS: [&str; 12] = [
 const TAIL_BYTES_PER_LINK: usize = 110;
 const TAIL_BYTES_FIXED: usize = 320;
 
-/// Sentences walked side by side (the most a paragraph or list has).
-const LANES: usize = 6;
+/// Sentences walked side by side.
+const LANES: usize = 8;
 /// The longest sentence, in words.
 const MAX_SENTENCE_WORDS: usize = 60;
 
-/// The words of the sentences being walked side by side.
+/// A pool of sentences walked side by side, handed out in order as the page needs them.
 ///
 /// A walk is a chain of dependent reads, most of which miss the cache on a multi-megabyte
 /// model, so walking one sentence at a time waits for one miss after another. Taking one step
-/// in each of a paragraph's sentences in turn lets their misses overlap.
+/// in each of `LANES` sentences in turn lets their misses overlap. Sentences are walked to the
+/// longest length any part of the page uses and cut when written.
 pub(super) struct Walks {
     words: [[WordId; MAX_SENTENCE_WORDS]; LANES],
     lens: [usize; LANES],
+    /// The next sentence to hand out; `LANES` when the pool is used up.
+    next: usize,
 }
 
 impl Walks {
     pub(super) fn new() -> Self {
-        Walks { words: [[WordId::default(); MAX_SENTENCE_WORDS]; LANES], lens: [0; LANES] }
+        Walks { words: [[WordId::default(); MAX_SENTENCE_WORDS]; LANES], lens: [0; LANES], next: LANES }
     }
 }
 
@@ -84,7 +87,7 @@ impl<R: Rng> PageWriter<'_, R> {
         self.out.push_str(" | ");
         self.site_name(site);
         self.out.push_str("</title>\n<meta name=\"description\" content=\"");
-        self.one_sentence(40);
+        self.sentence(40);
         self.out.push_str(
             "\">\n<style>body{max-width:44rem;margin:0 auto;padding:1rem;font:17px/1.6 Georgia,serif;\
              color:#222}header,footer{font-family:sans-serif}nav a{margin-right:1em}\
@@ -149,12 +152,11 @@ impl<R: Rng> PageWriter<'_, R> {
     fn paragraph(&mut self) {
         self.out.push_str("<p>");
         let sentences = 2 + below(&mut self.rng, 5);
-        self.walk_sentences(sentences, 60);
-        for lane in 0..sentences {
-            if lane > 0 {
+        for i in 0..sentences {
+            if i > 0 {
                 self.out.push(' ');
             }
-            self.sentence(lane, 60);
+            self.sentence(60);
         }
         self.out.push_str("</p>\n");
     }
@@ -162,11 +164,9 @@ impl<R: Rng> PageWriter<'_, R> {
     /// A bulleted list of three to six one-sentence items.
     fn list(&mut self) {
         self.out.push_str("<ul>\n");
-        let items = 3 + below(&mut self.rng, 4);
-        self.walk_sentences(items, 30);
-        for lane in 0..items {
+        for _ in 0..3 + below(&mut self.rng, 4) {
             self.out.push_str("<li>");
-            self.sentence(lane, 30);
+            self.sentence(30);
             self.out.push_str("</li>\n");
         }
         self.out.push_str("</ul>\n");
@@ -174,39 +174,31 @@ impl<R: Rng> PageWriter<'_, R> {
 
     fn quote(&mut self) {
         self.out.push_str("<blockquote><p>");
-        self.one_sentence(45);
+        self.sentence(45);
         self.out.push_str("</p></blockquote>\n");
     }
 
-    fn one_sentence(&mut self, max_words: usize) {
-        self.walk_sentences(1, max_words);
-        self.sentence(0, max_words);
-    }
-
-    /// Walks `count` (at most `LANES`) sentences of at most `max_words` (at most
-    /// `MAX_SENTENCE_WORDS`) into `walks`, one step of each in turn, each from a fresh sentence
-    /// start and ending where the chain ends a sentence.
-    fn walk_sentences(&mut self, count: usize, max_words: usize) {
-        let count = count.min(LANES);
-        let max_words = max_words.min(MAX_SENTENCE_WORDS);
-        let first = self.chain.sentence_start(&mut self.rng);
-        let mut at = [first; LANES];
-        for lane in at.iter_mut().take(count).skip(1) {
+    /// Refills the pool: `LANES` sentences from fresh sentence starts, one step of each in turn,
+    /// each ending where the chain ends a sentence or at `MAX_SENTENCE_WORDS`.
+    fn walk_sentences(&mut self) {
+        let mut at = [self.chain.sentence_start(&mut self.rng); LANES];
+        for lane in at.iter_mut().skip(1) {
             *lane = self.chain.sentence_start(&mut self.rng);
         }
         let walks = &mut self.walks;
         walks.lens = [0; LANES];
+        walks.next = 0;
         let mut ended = [false; LANES];
-        let mut walking = count;
-        for step in 0..max_words {
-            for lane in 0..count {
+        let mut walking = LANES;
+        for step in 0..MAX_SENTENCE_WORDS {
+            for lane in 0..LANES {
                 if ended[lane] {
                     continue;
                 }
                 let word = at[lane].word_id();
                 walks.words[lane][step] = word;
                 walks.lens[lane] = step + 1;
-                if step + 1 == max_words || self.chain.word_by_id(word).ends_sentence {
+                if step + 1 == MAX_SENTENCE_WORDS || self.chain.word_by_id(word).ends_sentence {
                     ended[lane] = true;
                     walking -= 1;
                 } else {
@@ -219,9 +211,15 @@ impl<R: Rng> PageWriter<'_, R> {
         }
     }
 
-    /// Writes walked sentence `lane`, closed with a full stop when it was cut at `max_words`.
-    fn sentence(&mut self, lane: usize, max_words: usize) {
-        let len = self.walks.lens[lane];
+    /// Writes the pool's next sentence, cut at `max_words` (at most `MAX_SENTENCE_WORDS`) and
+    /// then closed with a full stop.
+    fn sentence(&mut self, max_words: usize) {
+        if self.walks.next == LANES {
+            self.walk_sentences();
+        }
+        let lane = self.walks.next;
+        self.walks.next += 1;
+        let len = self.walks.lens[lane].min(max_words);
         for i in 0..len {
             let word = self.chain.word_by_id(self.walks.words[lane][i]);
             if i > 0 {
