@@ -128,12 +128,7 @@ impl TokenList {
             .match_kind(MatchKind::Standard)
             .start_kind(StartKind::Anchored)
             .build(&tokens)?;
-        let mut classes = [0; 256];
-        for (byte, class) in classes.iter_mut().enumerate() {
-            if is_token_char(byte as u8) {
-                *class |= TOKEN_CHAR;
-            }
-        }
+        let mut classes = TOKEN_CHARS.map(|continues| if continues { TOKEN_CHAR } else { 0 });
         for first in tokens.iter().filter_map(|token| token.bytes().next()) {
             classes[usize::from(first.to_ascii_lowercase())] |= ENTRY_START;
             classes[usize::from(first.to_ascii_uppercase())] |= ENTRY_START;

@@ -97,7 +97,7 @@ end
 
 -- Fields the default rules rarely read are cut from the text on first use, then kept until the
 -- next request clears them.
-local ends = {}
+local ends, present = {}, 0
 local function cut(from, to) return sub(blob, ends[from] + 1, ends[to]) end
 local lazy = {
   method = function() return cut(0, 1) end,
@@ -108,8 +108,8 @@ local lazy = {
     return path_end < uri_end and sub(blob, path_end + 2, uri_end) or ""
   end,
   key = function() return cut(7, 8) end,
-  asn_org = function() if ends.org then return cut(8, 9) end end,
-  country = function() if ends.country then return cut(9, 10) end end,
+  asn_org = function() if (present & 4) ~= 0 then return cut(8, 9) end end,
+  country = function() if (present & 8) ~= 0 then return cut(9, 10) end end,
 }
 setmetatable(request, {
   __index = function(_, name)
@@ -126,7 +126,7 @@ return function(trace_table, text, method_end, proto_end, host_end, path_end, ur
   blob, headers_from = text, country_end + 1
   ends[0], ends[1], ends[2], ends[3], ends[4], ends[5] = 0, method_end, proto_end, host_end, path_end, uri_end
   ends[6], ends[7], ends[8], ends[9], ends[10] = agent_end, ip_end, key_end, org_end, country_end
-  ends.org, ends.country = (packed & 4) ~= 0, (packed & 8) ~= 0
+  present = packed
   request.method, request.host, request.uri, request.query = nil, nil, nil, nil
   request.key, request.asn_org, request.country = nil, nil, nil
   request.proto = sub(text, method_end + 1, proto_end)
@@ -303,20 +303,20 @@ thread_local! {
     static BLOB: RefCell<String> = const { RefCell::new(String::new()) };
 }
 
-/// Writes the request's text fields into `blob`: method, proto, host, path, `?query` (when the
-/// URI has a `?`), User-Agent, address, key, ASN name and country back to back, then the headers
-/// as `\nname: value\n...`. Returns the end offset of each field, which the driver cuts them at.
+/// Writes the request's text fields into `blob`: method, proto, host, URI, User-Agent, address,
+/// key, ASN name and country back to back, then the headers as `\nname: value\n...`. Returns the
+/// end offset of each field (and of the path within the URI), which the driver cuts them at.
 fn fill_blob(blob: &mut String, facts: &Facts) -> [usize; 10] {
     blob.clear();
     let mut ends = [0; 10];
-    let fields = [facts.method.as_str(), &facts.proto, &facts.host, facts.path(), facts.query()];
-    for (index, field) in fields.into_iter().enumerate() {
-        if index == 4 && facts.uri.len() > facts.path().len() {
-            blob.push('?');
-        }
+    for (end, field) in ends.iter_mut().zip([&facts.method, &facts.proto, &facts.host]) {
         blob.push_str(field);
-        ends[index] = blob.len();
+        *end = blob.len();
     }
+    // The URI whole; the path ends where its `?` is.
+    ends[3] = blob.len() + facts.path().len();
+    blob.push_str(&facts.uri);
+    ends[4] = blob.len();
     blob.push_str(facts.user_agent());
     ends[5] = blob.len();
     let address_start = blob.len();
