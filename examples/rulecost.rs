@@ -1,5 +1,6 @@
 //! Times the rules engine on one request for a given script (or the default), to see where the
-//! cost of a decision lies. Usage: `rulecost [SCRIPT]`.
+//! cost of a decision lies. Usage: `rulecost [SCRIPT]`; with `DECIDE=1`, times the whole
+//! `verdict::decide` (request copy included) instead of the rules alone.
 
 use std::time::{Duration, Instant};
 
@@ -20,17 +21,34 @@ fn main() {
         proto: "https".into(),
         host: "site.example".into(),
         uri: "/articles/2024/some-post".into(),
-        headers: [("user-agent", ua), ("sec-fetch-mode", "navigate"), ("x-forwarded-for", "198.51.100.7")]
-            .into_iter()
-            .collect(),
+        // The same headers as the `decide` bench's browser.
+        headers: [
+            ("user-agent", ua),
+            ("accept", "text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8"),
+            ("accept-language", "en-US,en;q=0.9"),
+            ("sec-fetch-site", "none"),
+            ("sec-fetch-mode", "navigate"),
+            ("sec-fetch-dest", "document"),
+            ("x-forwarded-for", "198.51.100.7"),
+            ("x-forwarded-proto", "https"),
+            ("x-forwarded-host", "site.example"),
+            ("x-forwarded-uri", "/articles/2024/some-post"),
+        ]
+        .into_iter()
+        .collect(),
     };
-    let facts = decide(&app, request).facts;
+    let whole = std::env::var_os("DECIDE").is_some();
+    let facts = decide(&app, request.clone()).facts;
     let rounds: u32 = std::env::var("ROUNDS").ok().and_then(|r| r.parse().ok()).unwrap_or(200_000);
     let mut best = Duration::MAX;
     for _ in 0..if rounds < 100_000 { 1 } else { 5 } {
         let started = Instant::now();
         for _ in 0..rounds {
-            std::hint::black_box(app.rules.evaluate(std::hint::black_box(&facts)));
+            if whole {
+                std::hint::black_box(decide(&app, std::hint::black_box(&request).clone()));
+            } else {
+                std::hint::black_box(app.rules.evaluate(std::hint::black_box(&facts)));
+            }
         }
         best = best.min(started.elapsed());
     }
