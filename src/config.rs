@@ -188,7 +188,7 @@ impl Config {
                 script: None,
                 lists: None,
                 fail: FailMode::Open,
-                limits: Limits { instructions: 0, time: Duration::ZERO, memory: 0 },
+                limits: Limits { time: Duration::ZERO, memory: 0 },
                 trap_threshold: 0.0,
             },
             trap: TrapConfig {

@@ -164,7 +164,7 @@ impl Metrics {
         let rule_errors = Family::<RuleErrorLabels, Counter>::default();
         registry.register(
             "rule_errors",
-            "Rule failures by rule and kind (error, instruction_limit, time_limit, memory_limit)",
+            "Rule failures by rule and kind (error, time_limit, memory_limit)",
             rule_errors.clone(),
         );
         let reloads = Family::<ReloadLabels, Counter>::default();
@@ -239,9 +239,7 @@ impl Metrics {
 
     /// Counts a rule failure; `message` tells a limit from another error.
     pub fn rule_error(&self, rule: &str, message: &str) {
-        let kind = if message.contains("instruction limit") {
-            "instruction_limit"
-        } else if message.contains("time limit") {
+        let kind = if message.contains("time limit") {
             "time_limit"
         } else if message.contains("memory limit") || message.contains("not enough memory") {
             "memory_limit"
@@ -464,7 +462,7 @@ mod tests {
         metrics.trap_page(8000);
         metrics.dripped(Duration::from_millis(1500));
         metrics.trap_hit(HitSource::TrapUrl);
-        metrics.rule_error("spin", "instruction limit exceeded");
+        metrics.rule_error("spin", "time limit exceeded");
         metrics.reload("rules", false);
         metrics.evicted();
         let text = metrics.render(12, 3);
@@ -481,7 +479,7 @@ mod tests {
             "quagmire_clients_over_threshold 3",
             "quagmire_client_cache_entries 12",
             "quagmire_client_cache_evictions_total 1",
-            "quagmire_rule_errors_total{rule=\"spin\",kind=\"instruction_limit\"} 1",
+            "quagmire_rule_errors_total{rule=\"spin\",kind=\"time_limit\"} 1",
             "quagmire_reloads_total{what=\"rules\",result=\"failed\"} 1",
             "quagmire_build_info{version=",
         ] {

@@ -11,6 +11,7 @@
 
 pub mod lists;
 mod lua;
+mod watchdog;
 
 use std::borrow::Cow;
 use std::collections::HashMap;
@@ -89,9 +90,7 @@ pub enum FailMode {
 /// Limits on each rule call and each Lua state.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Limits {
-    /// VM instructions per rule call.
-    pub instructions: u32,
-    /// Wall time per rule call.
+    /// Wall time per request, for all rules together.
     pub time: Duration,
     /// Bytes of memory per Lua state.
     pub memory: usize,

@@ -114,15 +114,8 @@ const VERDICT_KEYS: &[&str] =
 const CLIENTS_KEYS: &[&str] =
     &["capacity", "idle-timeout-seconds", "trap-half-life-seconds", "requests-per-minute"];
 const GEO_KEYS: &[&str] = &["asn", "country"];
-const RULES_KEYS: &[&str] = &[
-    "script",
-    "lists",
-    "trap-threshold",
-    "fail",
-    "instruction-limit",
-    "time-limit-ms",
-    "memory-limit-bytes",
-];
+const RULES_KEYS: &[&str] =
+    &["script", "lists", "trap-threshold", "fail", "time-limit-ms", "memory-limit-bytes"];
 const TRAP_KEYS: &[&str] = &["listen", "page-bytes", "links", "drip"];
 const DRIP_KEYS: &[&str] = &["enabled", "bytes-per-second", "chunk-bytes", "max-connections"];
 const CORPUS_KEYS: &[&str] = &["order", "embedded", "path"];
@@ -305,9 +298,6 @@ impl Reader<'_> {
                     "open" => FailMode::Open,
                     _ => FailMode::Closed,
                 }
-            }
-            "instruction-limit" => {
-                self.config.rules.limits.instructions = self.integer(node, 1000, 1_000_000_000)? as u32;
             }
             "time-limit-ms" => {
                 self.config.rules.limits.time = Duration::from_millis(self.integer(node, 1, 60_000)? as u64);

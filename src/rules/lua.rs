@@ -2,8 +2,8 @@
 //! view scripts see, and the helpers written in Rust.
 //!
 //! Sandbox: only the `table`, `string`, `math` and `utf8` libraries, without `load`, `dofile`,
-//! `loadfile`, `require`, `collectgarbage`, `print`, `rawset` or `string.dump`. Limits: a count hook every
-//! 1000 instructions stops a call that exceeds its instruction or time budget, and each state has
+//! `loadfile`, `require`, `collectgarbage`, `print`, `rawset` or `string.dump`. Limits: the
+//! watchdog (`watchdog.rs`) stops an evaluation that runs past its time limit, and each state has
 //! a memory limit. The request is a per-thread table refilled for each request behind a
 //! read-only proxy; the whole ruleset runs in one call into Lua.
 
@@ -12,19 +12,18 @@ use std::cell::RefCell;
 use std::fmt::Write as _;
 use std::net::IpAddr;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicI64, Ordering};
-use std::time::Instant;
 
 use mlua::UserDataMethods;
-use mlua::{AnyUserData, Function, HookTriggers, Lua, LuaOptions, MultiValue, StdLib, Table, Value, VmState};
+use mlua::{AnyUserData, Function, Lua, LuaOptions, MultiValue, StdLib, Table, Value};
 
 use super::lists::{List, browser_claim};
+use super::watchdog::Registration;
 use super::{Compiled, Decision, FailMode, RuleOutcome, RulesError, Verdict};
 use crate::facts::Facts;
 use crate::numbers::push_number;
 
-/// Instructions between two runs of the limit hook.
-const HOOK_EVERY: u32 = 1000;
+/// Loading a script gets this many times a request's time limit.
+const SETUP_LIMIT_FACTOR: u32 = 10;
 
 /// One thread's Lua state for one ruleset generation.
 struct ThreadRules {
@@ -32,23 +31,29 @@ struct ThreadRules {
     lua: Lua,
     /// Rule names, in order.
     names: Vec<Arc<str>>,
-    /// The Lua function that runs every rule in one call (see `DRIVER`).
+    /// The Lua function that runs every rule in one call, and the two that handle a rule's
+    /// failure (see `DRIVER`).
     driver: Function,
-    /// The limit hook's budget.
-    budget: Arc<Budget>,
+    failed: Function,
+    resume: Function,
+    /// The state's evaluation clock.
+    watch: Registration,
     /// The rule name of a decision no rule made.
     no_rule: Arc<str>,
 }
 
 /// Runs the rules inside Lua, so a request crosses from Rust into Lua once, not once per rule.
-/// The instruction and time budget is set for each request; after a rule fails, `reset` gives
-/// the rules after it a fresh one. The request's text comes as one string, `BLOB`, with the end
-/// offsets of its fields (see `fill_blob`). It returns the deciding rule's index (0 for none), a code
-/// (`CODE_ALLOW`, `CODE_TRAP`, or `CODE_ERROR` when a rule failed under fail-closed), the reason,
-/// and failed rules as `{index, message, ...}`. With a `trace` table it records every
-/// rule's result there the same way.
+/// The chunk returns three functions:
+/// - `evaluate` takes the request and runs the rules. The request's text comes as one string,
+///   `BLOB`, with the end offsets of its fields (see `fill_blob`). It returns the deciding rule's
+///   index (0 for none), a code (1 for allow, `CODE_TRAP`) and the reason. With a `trace`
+///   table it records every rule's result there as `index, result, ...`.
+/// - A rule's error is not caught in Lua (a `pcall` around the rules would cost every request)
+///   but returns to Rust, which calls `failed(message)` to record it and learn the failed rule's
+///   index (0 when no rule was running),
+/// - and then, under fail-open, `resume()` to run the rules after it, with the same request.
 const DRIVER: &str = r#"
-local checks, reset, pcall, tostring, type, fail_closed, setmetatable, error = ...
+local checks, tostring, type, setmetatable, error = ...
 local count = #checks
 local find, lower, sub = string.find, string.lower, string.sub
 
@@ -76,9 +81,8 @@ local view = setmetatable({}, {
   __metatable = false,
 })
 
--- All rules run under one pcall; after a failure the loop resumes at the rule after it.
-local trace, first, current
-local function run()
+local trace, current = nil, 0
+local function run(first)
   for i = first, count do
     current = i
     local verdict, reason = checks[i](view)
@@ -107,6 +111,7 @@ local lazy = {
     local path_end, uri_end = ends[4], ends[5]
     return path_end < uri_end and sub(blob, path_end + 2, uri_end) or ""
   end,
+  ip = function() return cut(6, 7) end,
   key = function() return cut(7, 8) end,
   asn_org = function() if (present & 4) ~= 0 then return cut(8, 9) end end,
   country = function() if (present & 8) ~= 0 then return cut(9, 10) end end,
@@ -121,62 +126,35 @@ setmetatable(request, {
   end,
 })
 
-return function(trace_table, text, method_end, proto_end, host_end, path_end, uri_end, agent_end,
+local function evaluate(trace_table, text, method_end, proto_end, host_end, path_end, uri_end, agent_end,
                 ip_end, key_end, org_end, country_end, trap_hits, trap_score, request_rate, packed)
   blob, headers_from = text, country_end + 1
   ends[0], ends[1], ends[2], ends[3], ends[4], ends[5] = 0, method_end, proto_end, host_end, path_end, uri_end
   ends[6], ends[7], ends[8], ends[9], ends[10] = agent_end, ip_end, key_end, org_end, country_end
   present = packed
   request.method, request.host, request.uri, request.query = nil, nil, nil, nil
-  request.key, request.asn_org, request.country = nil, nil, nil
+  request.ip, request.key, request.asn_org, request.country = nil, nil, nil, nil
   request.proto = sub(text, method_end + 1, proto_end)
   request.path = sub(text, host_end + 1, path_end)
   request.user_agent = sub(text, uri_end + 1, agent_end)
-  request.ip = sub(text, agent_end + 1, ip_end)
   request.asn = (packed & 16) ~= 0 and packed >> 5 or nil
   request.trap_hits, request.trap_score, request.request_rate = trap_hits, trap_score, request_rate
   request.rate_limited = (packed & 1) ~= 0
   request.is_trap_url = (packed & 2) ~= 0
 
-  trace, first = trace_table, 1
-  local errors
-  while true do
-    local ok, index, code, reason = pcall(run)
-    if ok then return index, code, reason, errors end
-    local message = tostring(index)
-    -- A rule that ran over the budget must not leave the rules after it without one.
-    reset()
-    errors = errors or {}
-    errors[#errors + 1] = current; errors[#errors + 1] = message
-    if trace then trace[#trace + 1] = current; trace[#trace + 1] = "error: " .. message end
-    if fail_closed then return current, 3, message, errors end
-    first = current + 1
-  end
+  trace, current = trace_table, 0
+  return run(1)
 end
+
+local function failed(message)
+  if trace and current > 0 then trace[#trace + 1] = current; trace[#trace + 1] = "error: " .. message end
+  return current
+end
+
+local function resume() return run(current + 1) end
+
+return evaluate, failed, resume
 "#;
-
-/// What the limit hook checks, reset before every rule call.
-struct Budget {
-    /// Hook runs left before the instruction limit.
-    ticks: AtomicI64,
-    /// Deadline as nanoseconds since `epoch`, or `UNSET` until the call's first hook tick.
-    deadline: AtomicI64,
-    epoch: Instant,
-    /// The time limit per call, in nanoseconds.
-    time_limit: i64,
-}
-
-/// A deadline not yet started.
-const UNSET: i64 = i64::MIN;
-
-impl Budget {
-    /// A fresh budget of `instructions`; the hook starts the clock on its first tick, so short
-    /// evaluations never read the clock.
-    fn reset(&self, instructions: u32) {
-        self.ticks.store(i64::from(instructions / HOOK_EVERY).max(1), Ordering::Relaxed);
-        self.deadline.store(UNSET, Ordering::Relaxed);
-    }
-}
 
 thread_local! {
     static STATE: RefCell<Option<ThreadRules>> = const { RefCell::new(None) };
@@ -215,8 +193,9 @@ fn run(
 ) -> Decision {
     BLOB.with(|cell| {
         let mut blob = cell.borrow_mut();
+        // Held to the end: the failure path runs Lua too.
+        let running = state.watch.start(compiled.limits.time);
         let ends = fill_blob(&mut blob, facts);
-        state.budget.reset(compiled.limits.instructions);
         let trace_table = match trace {
             Some(_) => state.lua.create_table().ok(),
             None => None,
@@ -228,7 +207,7 @@ fn run(
             | i64::from(facts.geo.country.is_some()) << 3
             | facts.geo.asn.map_or(0, |asn| 1 << 4 | i64::from(asn) << 5);
         let [method, proto, host, path, uri, agent, ip, key, org, country] = ends;
-        let result: mlua::Result<(usize, u8, Option<mlua::LuaString>, Option<Table>)> = state.driver.call((
+        let mut result: mlua::Result<Outcome> = state.driver.call((
             trace_table.clone(),
             blob.as_str(),
             method,
@@ -246,45 +225,38 @@ fn run(
             facts.history.request_rate,
             packed,
         ));
-        let decision = match result {
-            Ok((index, code, reason, errors)) => {
-                let mut failures = Vec::new();
-                for (rule, message) in pairs(&state.names, errors.as_ref()) {
-                    let message = clean_message(&message);
-                    tracing::warn!(rule = &*rule, error = %message, script = %compiled.name, "rule failed");
-                    failures.push((rule, message));
-                }
-                if let (Some(trace), Some(table)) = (trace, trace_table.as_ref()) {
-                    trace.extend(pairs(&state.names, Some(table)).into_iter().map(|(rule, result)| {
-                        let result = match result.strip_prefix("error: ") {
-                            Some(message) => format!("error: {}", clean_message(message)),
-                            None => result,
-                        };
-                        RuleOutcome { rule, result: Cow::Owned(result) }
-                    }));
-                }
-                let rule =
-                    state.names.get(index.wrapping_sub(1)).cloned().unwrap_or_else(|| state.no_rule.clone());
-                let reason = reason.map(|reason| reason.to_string_lossy()).unwrap_or_default();
-                let mut decision = match code {
-                    CODE_ALLOW => Decision { verdict: Verdict::Allow, rule, reason, failures: Vec::new() },
-                    CODE_TRAP => Decision { verdict: Verdict::Trap, rule, reason, failures: Vec::new() },
-                    CODE_ERROR => failed(FailMode::Closed, &rule, &clean_message(&reason)),
-                    _ => Decision {
-                        verdict: Verdict::Allow,
-                        rule: state.no_rule.clone(),
-                        reason: String::new(),
-                        failures: Vec::new(),
-                    },
-                };
-                decision.failures = failures;
-                decision
+        let mut failures = Vec::new();
+        let mut decision = loop {
+            let error = match result {
+                Ok(outcome) => break decided(state, outcome),
+                Err(error) => error,
+            };
+            // A rule that ran over the time limit must leave the rules after it time, and not
+            // stopped.
+            running.restart();
+            let message = clean_message(&error_message(&error));
+            let index = state.failed.call::<usize>(message.as_str()).unwrap_or(0);
+            let Some(rule) = state.names.get(index.wrapping_sub(1)).cloned() else {
+                tracing::warn!(error = %message, script = %compiled.name, "rules failed");
+                break failed(compiled.fail, &Arc::from("rules"), &message);
+            };
+            tracing::warn!(rule = &*rule, error = %message, script = %compiled.name, "rule failed");
+            failures.push((rule.clone(), message.clone()));
+            if compiled.fail == FailMode::Closed {
+                break failed(FailMode::Closed, &rule, &message);
             }
-            Err(error) => {
-                tracing::warn!(error = %error_message(&error), script = %compiled.name, "rules failed");
-                failed(compiled.fail, &Arc::from("rules"), &error_message(&error))
-            }
+            result = state.resume.call(());
         };
+        if !failures.is_empty() {
+            decision.failures = failures;
+        }
+        if let (Some(trace), Some(table)) = (trace, trace_table.as_ref()) {
+            trace.extend(
+                pairs(&state.names, Some(table))
+                    .into_iter()
+                    .map(|(rule, result)| RuleOutcome { rule, result: Cow::Owned(result) }),
+            );
+        }
         // A rule that ran out of memory leaves garbage behind; collect it before the next request.
         if state.lua.used_memory() > compiled.limits.memory / 2 {
             let _ = state.lua.gc_collect();
@@ -293,10 +265,21 @@ fn run(
     })
 }
 
-/// What the driver returns: no rule decided, allow, trap, or a rule failed under fail-closed.
-const CODE_ALLOW: u8 = 1;
+/// What the driver returns: the deciding rule's index (0 for none), its code and its reason.
+type Outcome = (usize, u8, Option<mlua::LuaString>);
+
+fn decided(state: &ThreadRules, (index, code, reason): Outcome) -> Decision {
+    let rule = state.names.get(index.wrapping_sub(1)).cloned().unwrap_or_else(|| state.no_rule.clone());
+    let reason = reason.map(|reason| reason.to_string_lossy()).unwrap_or_default();
+    let verdict = match code {
+        CODE_TRAP => Verdict::Trap,
+        _ => Verdict::Allow,
+    };
+    Decision { verdict, rule, reason, failures: Vec::new() }
+}
+
+/// The driver's codes for a decision: allow or trap (a code of 0 means no rule decided).
 const CODE_TRAP: u8 = 2;
-const CODE_ERROR: u8 = 3;
 
 thread_local! {
     /// The request's text for the driver, refilled for each request (see `fill_blob`).
@@ -418,33 +401,37 @@ fn build(compiled: &Compiled) -> Result<ThreadRules, RulesError> {
     let lua =
         Lua::new_with(StdLib::TABLE | StdLib::STRING | StdLib::MATH | StdLib::UTF8, LuaOptions::default())
             .map_err(script_error)?;
-    sandbox(&lua).map_err(script_error)?;
-    install_helpers(&lua, compiled).map_err(script_error)?;
-
-    let budget = Arc::new(Budget {
-        ticks: AtomicI64::new(i64::MAX),
-        deadline: AtomicI64::new(UNSET),
-        epoch: Instant::now(),
-        time_limit: compiled.limits.time.as_nanos() as i64,
-    });
-    let hook_budget = budget.clone();
-    lua.set_hook(HookTriggers::new().every_nth_instruction(HOOK_EVERY), move |_, _| {
-        if hook_budget.ticks.fetch_sub(1, Ordering::Relaxed) <= 0 {
-            return Err(mlua::Error::runtime("instruction limit exceeded"));
-        }
-        let now = hook_budget.epoch.elapsed().as_nanos() as i64;
-        let deadline = hook_budget.deadline.load(Ordering::Relaxed);
-        if deadline == UNSET {
-            hook_budget.deadline.store(now.saturating_add(hook_budget.time_limit), Ordering::Relaxed);
-        } else if now > deadline {
-            return Err(mlua::Error::runtime("time limit exceeded"));
-        }
-        Ok(VmState::Continue)
+    let watch = Registration::new(&lua).map_err(RulesError::Script)?;
+    let running = watch.start(compiled.limits.time * SETUP_LIMIT_FACTOR);
+    let Prepared { names, driver, failed, resume } = prepare(&lua, compiled)?;
+    drop(running);
+    Ok(ThreadRules {
+        generation: compiled.generation,
+        lua,
+        names,
+        driver,
+        failed,
+        resume,
+        watch,
+        no_rule: Arc::from(""),
     })
-    .map_err(script_error)?;
+}
 
-    // Loading the script runs under ten times a rule call's instruction budget.
-    budget.ticks.store(i64::from(compiled.limits.instructions / HOOK_EVERY).max(1) * 10, Ordering::Relaxed);
+/// A loaded script's rule names and its driver's functions.
+struct Prepared {
+    names: Vec<Arc<str>>,
+    driver: Function,
+    failed: Function,
+    resume: Function,
+}
+
+/// Sandboxes the state, installs the helpers, runs the script and builds the driver over its
+/// rules.
+fn prepare(lua: &Lua, compiled: &Compiled) -> Result<Prepared, RulesError> {
+    let script_error =
+        |error: mlua::Error| RulesError::Script(format!("{}: {}", compiled.name, error_message(&error)));
+    sandbox(lua).map_err(script_error)?;
+    install_helpers(lua, compiled).map_err(script_error)?;
     lua.set_memory_limit(compiled.limits.memory).map_err(script_error)?;
     let returned: Value = lua
         .load(compiled.source.as_str())
@@ -472,38 +459,35 @@ fn build(compiled: &Compiled) -> Result<ThreadRules, RulesError> {
         checks.push(check).map_err(script_error)?;
         names.push(Arc::from(name));
     }
-    let instructions = compiled.limits.instructions;
-    let reset_budget = budget.clone();
-    let reset = lua
-        .create_function(move |_, ()| {
-            reset_budget.reset(instructions);
-            Ok(())
-        })
-        .map_err(script_error)?;
-    let pcall: Function = lua.globals().get("pcall").map_err(script_error)?;
     let tostring: Function = lua.globals().get("tostring").map_err(script_error)?;
     let type_of: Function = lua.globals().get("type").map_err(script_error)?;
     let setmetatable: Function = lua.globals().get("setmetatable").map_err(script_error)?;
     let error: Function = lua.globals().get("error").map_err(script_error)?;
-    let driver: Function = lua
+    let (evaluate, failed, resume) = lua
         .load(DRIVER)
         .set_name("=quagmire rule driver")
-        .call((
-            checks,
-            reset,
-            pcall,
-            tostring,
-            type_of,
-            compiled.fail == FailMode::Closed,
-            setmetatable,
-            error,
-        ))
+        .call((checks, tostring, type_of, setmetatable, error))
         .map_err(script_error)?;
-    Ok(ThreadRules { generation: compiled.generation, lua, names, driver, budget, no_rule: Arc::from("") })
+    Ok(Prepared { names, driver: evaluate, failed, resume })
 }
 
-/// Removes what could read files, load code or inspect the host from the globals.
+/// Removes what could read files, load code or inspect the host from the globals, and refuses
+/// `__gc` metamethods: a finalizer runs whenever Lua collects, even when the state closes, outside
+/// any evaluation's time limit.
 fn sandbox(lua: &Lua) -> mlua::Result<()> {
+    lua.load(
+        r#"
+        local setmetatable, rawget, error = setmetatable, rawget, error
+        _G.setmetatable = function(table, metatable)
+          if metatable ~= nil and rawget(metatable, "__gc") ~= nil then
+            error("rules cannot set __gc metamethods", 2)
+          end
+          return setmetatable(table, metatable)
+        end
+        "#,
+    )
+    .set_name("=quagmire sandbox")
+    .exec()?;
     let globals = lua.globals();
     // `rawset` could write through the read-only request view.
     for name in ["dofile", "loadfile", "load", "require", "collectgarbage", "print", "rawset"] {

@@ -17,7 +17,7 @@ const SAFARI_17: &str = "Mozilla/5.0 (Macintosh; Intel Mac OS X 10_15_7) AppleWe
 const GOOGLEBOT: &str = "Mozilla/5.0 (compatible; Googlebot/2.1; +http://www.google.com/bot.html)";
 
 fn limits() -> Limits {
-    Limits { instructions: 200_000, time: Duration::from_millis(50), memory: 16 << 20 }
+    Limits { time: Duration::from_millis(50), memory: 16 << 20 }
 }
 
 fn default_rules() -> Rules {
@@ -253,6 +253,51 @@ fn an_infinite_loop_is_stopped_and_gets_the_fail_mode() {
     let decision =
         script_rules(script, FailMode::Closed).unwrap().evaluate(&Request::browser(CHROME).facts());
     assert_eq!((decision.verdict, &*decision.rule), (Verdict::Trap, "spin"));
+}
+
+#[test]
+fn a_loop_that_catches_the_stop_is_still_stopped_and_later_requests_are_not() {
+    let script = r#"return {
+        { name = "stubborn", check = function(r)
+            if r.path ~= "/spin" then return end
+            while true do pcall(function() while true do end end) end
+        end },
+        { name = "after", check = function(r) return "allow", "reached" end },
+    }"#;
+    let rules = script_rules(script, FailMode::Closed).unwrap();
+    let spin = Request { uri: "/spin", ..Request::browser(CHROME) }.facts();
+    let calm = Request::browser(CHROME).facts();
+    for _ in 0..3 {
+        let started = std::time::Instant::now();
+        let decision = rules.evaluate(&spin);
+        let took = started.elapsed();
+        assert_eq!((decision.verdict, &*decision.rule), (Verdict::Trap, "stubborn"));
+        assert!(decision.reason.contains("time limit exceeded"), "{decision:?}");
+        assert!(took >= limits().time && took < Duration::from_secs(2), "stopped after {took:?}");
+        // A stop never outlives its evaluation.
+        for _ in 0..1000 {
+            assert_eq!(&*rules.evaluate(&calm).rule, "after");
+        }
+    }
+}
+
+#[test]
+fn a_script_that_loops_while_loading_is_a_load_error() {
+    let started = std::time::Instant::now();
+    let error = script_rules("while true do end", FailMode::Open).err().expect("a load error");
+    assert!(error.to_string().contains("time limit exceeded"), "{error}");
+    assert!(started.elapsed() < Duration::from_secs(5));
+}
+
+#[test]
+fn finalizers_are_refused_because_they_would_run_outside_the_time_limit() {
+    let script = r#"return {
+        { name = "gc", check = function(r) setmetatable({}, { __gc = function() end }) end },
+    }"#;
+    let (decision, trace) =
+        script_rules(script, FailMode::Open).unwrap().evaluate_traced(&Request::browser(CHROME).facts());
+    assert_eq!(decision.verdict, Verdict::Allow);
+    assert!(trace[0].result.contains("cannot set __gc"), "{trace:?}");
 }
 
 #[test]
