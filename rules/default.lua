@@ -10,7 +10,7 @@
 -- r.is_trap_url, and r:header(name) for any header, case-insensitively.
 --
 -- Helpers: lists.<file name> for each list under rules/lists/ (ai-crawlers.txt is
--- lists.ai_crawlers); list:find(ua | ip | asn) returns the match or nil; for labelled network
+-- lists.ai_crawlers); list:find(ua | ip | asn | path) returns the match or nil; for labelled network
 -- lists, list:claimed(ua) returns the label the user agent names. browser(ua) returns the
 -- family ("chrome", "edge", "firefox", "safari"), major and minor version a UA claims.
 -- trap_threshold is the configured trap score threshold.
@@ -20,26 +20,6 @@
 -- hit (score 1) never reaches it; a crawler walking the trap reaches it within a few pages, and
 -- stays over it for as long as it keeps walking.
 local TRAP_SCORE_LIMIT = trap_threshold
-
--- Feed readers fetch feeds from servers, often from datacenters; they must always get through.
--- A feed is a path ending in one of these extensions or last segments, or anything under /feed/
--- or /feeds/. This runs on every request, so the patterns look only at the path's last six bytes
--- (enough for "/feed/" or ".atom") instead of being tried at every position of a long path.
-local FEED_EXTENSIONS = { rss = true, atom = true, xml = true, rdf = true }
-local FEED_NAMES = { feed = true, rss = true, atom = true }
-
-local function is_feed(path)
-  local tail = path:sub(-6)
-  local extension = tail:match("%.(%a+)$")
-  if extension and FEED_EXTENSIONS[extension] then
-    return true
-  end
-  local last = tail:match("/(%a+)/?$")
-  if last and FEED_NAMES[last] then
-    return true
-  end
-  return path:find("^/feeds?/") ~= nil
-end
 
 -- Browsers that always send Sec-Fetch-* headers to secure origins, from this version on.
 local function sends_fetch_metadata(family, major, minor)
@@ -56,16 +36,14 @@ end
 return {
   {
     -- robots.txt tells crawlers what not to fetch, ACME challenges renew certificates, and feeds
-    -- are for feed readers: these are allowed for everyone, even from datacenters.
+    -- are for feed readers (which run on servers): these are allowed for everyone, even from
+    -- datacenters. The paths are in lists/always-allowed-paths.txt; each entry's label is the
+    -- reason.
     name = "always-allowed-paths",
     check = function(r)
-      local path = r.path
-      if path == "/robots.txt" then
-        return "allow", "robots.txt"
-      elseif path:find("^/%.well%-known/acme%-challenge/") then
-        return "allow", "ACME challenge"
-      elseif is_feed(path) then
-        return "allow", "feed"
+      local reason = lists.always_allowed_paths:find(r.path)
+      if reason then
+        return "allow", reason
       end
     end,
   },

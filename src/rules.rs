@@ -30,6 +30,7 @@ pub const DEFAULT_SCRIPT: (&str, &str) = ("rules/default.lua", include_str!("../
 
 /// The embedded default lists (file name, text).
 pub const DEFAULT_LISTS: &[(&str, &str)] = &[
+    ("always-allowed-paths.txt", include_str!("../rules/lists/always-allowed-paths.txt")),
     ("ai-crawlers.txt", include_str!("../rules/lists/ai-crawlers.txt")),
     ("http-libraries.txt", include_str!("../rules/lists/http-libraries.txt")),
     ("search-engines.txt", include_str!("../rules/lists/search-engines.txt")),

@@ -1,9 +1,11 @@
 //! Lists the rules consult, compiled once at load: user-agent tokens (matched as whole tokens,
-//! case-insensitively, with Aho-Corasick), networks (prefix sets, optionally labelled) and ASNs.
+//! case-insensitively, with Aho-Corasick), networks (prefix sets, optionally labelled), ASNs and
+//! URL paths.
 //!
 //! A list file has one entry per line; `#` starts a comment. Its kind follows from its entries:
-//! `<number> [name]` is an ASN list, `[label] <cidr>` a network list, anything else a list of
-//! user-agent tokens (one per line, spaces allowed).
+//! `<number> [name]` is an ASN list, `[label] <cidr>` a network list, `<path pattern> [label]` (a
+//! pattern starts with `/` or `*`) a path list, anything else a list of user-agent tokens (one per
+//! line, spaces allowed).
 
 use std::collections::{HashMap, HashSet};
 use std::net::IpAddr;
@@ -23,6 +25,8 @@ pub enum List {
     Networks(NetworkList),
     /// Autonomous system numbers with names.
     Asns(AsnList),
+    /// URL paths: exact, by prefix or by suffix, each with a label.
+    Paths(PathList),
 }
 
 impl List {
@@ -46,6 +50,14 @@ impl List {
                 asns.insert(number, label.trim().to_string());
             }
             return Ok(List::Asns(AsnList { asns }));
+        }
+        if first_field.starts_with(['/', '*']) {
+            let mut paths = PathList::default();
+            for (line, entry) in entries {
+                let (pattern, label) = entry.split_once(char::is_whitespace).unwrap_or((entry, ""));
+                paths.insert(pattern, label.trim()).map_err(|message| bad(line, message))?;
+            }
+            return Ok(List::Paths(paths));
         }
         if first
             .split_whitespace()
@@ -83,6 +95,7 @@ impl List {
             List::Tokens(_) => "user-agent tokens",
             List::Networks(_) => "networks",
             List::Asns(_) => "ASNs",
+            List::Paths(_) => "paths",
         }
     }
 
@@ -92,6 +105,7 @@ impl List {
             List::Tokens(list) => list.tokens.len(),
             List::Networks(list) => list.len,
             List::Asns(list) => list.asns.len(),
+            List::Paths(list) => list.len(),
         }
     }
 
@@ -296,6 +310,58 @@ impl AsnList {
     }
 }
 
+/// URL paths with labels: `/robots.txt` matches that path exactly, `/feeds/*` every path that
+/// starts with `/feeds/`, `*.rss` every path that ends with `.rss`. Matching is case-sensitive,
+/// as paths are. Lists are short (a path list runs on every request in the default rules), so
+/// prefixes and suffixes are compared one by one.
+#[derive(Default)]
+pub struct PathList {
+    exact: HashMap<Vec<u8>, String>,
+    prefixes: Vec<(Vec<u8>, String)>,
+    suffixes: Vec<(Vec<u8>, String)>,
+}
+
+impl PathList {
+    fn insert(&mut self, pattern: &str, label: &str) -> Result<(), String> {
+        let label = label.to_string();
+        let (kind, fixed) = match (pattern.strip_prefix('*'), pattern.strip_suffix('*')) {
+            (Some(_), Some(_)) => {
+                return Err(format!("`{pattern}`: a `*` may start or end a pattern, not both"));
+            }
+            (Some(suffix), None) => (&mut self.suffixes, suffix),
+            (None, Some(prefix)) => (&mut self.prefixes, prefix),
+            (None, None) if !pattern.starts_with('/') => {
+                return Err(format!("`{pattern}`: a path pattern starts with `/` or `*`"));
+            }
+            (None, None) if !pattern.contains('*') => {
+                self.exact.insert(pattern.as_bytes().to_vec(), label);
+                return Ok(());
+            }
+            (None, None) => (&mut self.prefixes, pattern),
+        };
+        if fixed.contains('*') {
+            return Err(format!("`{pattern}`: a `*` may only start or end a pattern"));
+        }
+        kind.push((fixed.as_bytes().to_vec(), label));
+        Ok(())
+    }
+
+    /// The label of the first pattern that `path` matches: an exact path first, then prefixes,
+    /// then suffixes, each in file order.
+    pub fn find(&self, path: &[u8]) -> Option<&str> {
+        let label = self.exact.get(path).or_else(|| {
+            let prefix = self.prefixes.iter().find(|(prefix, _)| path.starts_with(prefix));
+            let suffix = || self.suffixes.iter().find(|(suffix, _)| path.ends_with(suffix));
+            prefix.or_else(suffix).map(|(_, label)| label)
+        })?;
+        Some(label.as_str())
+    }
+
+    fn len(&self) -> usize {
+        self.exact.len() + self.prefixes.len() + self.suffixes.len()
+    }
+}
+
 /// A browser a user agent claims to be.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct BrowserClaim {
@@ -405,6 +471,22 @@ mod tests {
 
         let List::Tokens(tokens) = List::parse("ua.txt", "GPTBot\nClaudeBot\n").unwrap() else { panic!() };
         assert_eq!(tokens.find("claudebot"), Some("ClaudeBot"));
+
+        let paths = "/robots.txt robots.txt\n/feeds/* feed\n*.rss\n/.well-known/* well known\n";
+        let List::Paths(paths) = List::parse("paths.txt", paths).unwrap() else { panic!("expected paths") };
+        for (path, label) in [
+            ("/robots.txt", Some("robots.txt")),
+            ("/robots.txt.bak", None),
+            ("/blog/robots.txt", None),
+            ("/feeds/all", Some("feed")),
+            ("/feeds", None),
+            ("/blog/index.rss", Some("")),
+            ("/blog/index.RSS", None),
+            ("/.well-known/acme-challenge/x", Some("well known")),
+            ("/", None),
+        ] {
+            assert_eq!(paths.find(path.as_bytes()), label, "{path}");
+        }
     }
 
     #[test]
@@ -412,6 +494,13 @@ mod tests {
         let err = List::parse("asns.txt", "16509 Amazon\nAS24940 Hetzner\n").err().unwrap();
         assert_eq!(err.to_string(), "rules list asns.txt, line 2: `AS24940` is not an ASN");
         let err = List::parse("nets.txt", "10.0.0.0/8\n10.0.0.0/99\n").err().unwrap();
+        assert!(err.to_string().contains("line 2"), "{err}");
+        let err = List::parse("paths.txt", "/a\n# note\n/b/*/c\n").err().unwrap();
+        assert_eq!(
+            err.to_string(),
+            "rules list paths.txt, line 3: `/b/*/c`: a `*` may only start or end a pattern"
+        );
+        let err = List::parse("paths.txt", "/a\n*b*\n").err().unwrap();
         assert!(err.to_string().contains("line 2"), "{err}");
     }
 

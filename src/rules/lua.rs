@@ -501,8 +501,8 @@ fn sandbox(lua: &Lua) -> mlua::Result<()> {
 /// `lists.<name>` with `:find(...)`, and `browser(ua)`.
 fn install_helpers(lua: &Lua, compiled: &Compiled) -> mlua::Result<()> {
     lua.register_userdata_type::<Arc<List>>(|registry| {
-        // `list:find(x)`: the matching token, the network's label (or true), or the ASN's name
-        // (or true); nil when `x` is not in the list.
+        // `list:find(x)`: the matching token, the network's or path's label (or true), or the
+        // ASN's name (or true); nil when `x` is not in the list.
         registry.add_method("find", |lua, list, value: Value| {
             let found = match (list.as_ref(), &value) {
                 (List::Tokens(tokens), Value::String(text)) => {
@@ -519,6 +519,9 @@ fn install_helpers(lua: &Lua, compiled: &Compiled) -> mlua::Result<()> {
                 }
                 (List::Asns(asns), Value::Number(asn)) => {
                     asns.find(*asn as u32).map(|name| label_value(lua, name))
+                }
+                (List::Paths(paths), Value::String(path)) => {
+                    paths.find(&path.as_bytes()).map(|label| label_value(lua, label))
                 }
                 (_, Value::Nil) => None,
                 (list, other) => {
