@@ -9,6 +9,7 @@
 //! Rules and lists are compiled once per (re)load. Each worker thread keeps its own Lua state and
 //! rebuilds it when the generation changes, so the request path takes no global lock.
 
+mod driver;
 pub mod lists;
 mod lua;
 mod watchdog;

@@ -16,6 +16,7 @@ use std::sync::Arc;
 use mlua::UserDataMethods;
 use mlua::{AnyUserData, Function, Lua, LuaOptions, MultiValue, StdLib, Table, Value};
 
+use super::driver::{self, CODE_TRAP, Driver, Outcome};
 use super::lists::{List, browser_claim};
 use super::watchdog::Registration;
 use super::{Compiled, Decision, FailMode, RuleOutcome, RulesError, Verdict};
@@ -31,130 +32,17 @@ struct ThreadRules {
     lua: Lua,
     /// Rule names, in order.
     names: Vec<Arc<str>>,
-    /// The Lua function that runs every rule in one call, and the two that handle a rule's
-    /// failure (see `DRIVER`).
-    driver: Function,
+    /// The driver, which runs every rule in one call; the functions that handle a rule's
+    /// failure, and the one that returns the trace (see `driver::SOURCE`).
+    driver: Driver,
     failed: Function,
     resume: Function,
+    last_trace: Function,
     /// The state's evaluation clock.
     watch: Registration,
     /// The rule name of a decision no rule made.
     no_rule: Arc<str>,
 }
-
-/// Runs the rules inside Lua, so a request crosses from Rust into Lua once, not once per rule.
-/// The chunk returns three functions:
-/// - `evaluate` takes the request and runs the rules. The request's text comes as one string,
-///   `BLOB`, with the end offsets of its fields (see `fill_blob`). It returns the deciding rule's
-///   index (0 for none), a code (1 for allow, `CODE_TRAP`) and the reason. With a `trace`
-///   table it records every rule's result there as `index, result, ...`.
-/// - A rule's error is not caught in Lua (a `pcall` around the rules would cost every request)
-///   but returns to Rust, which calls `failed(message)` to record it and learn the failed rule's
-///   index (0 when no rule was running),
-/// - and then, under fail-open, `resume()` to run the rules after it, with the same request.
-const DRIVER: &str = r#"
-local checks, tostring, type, setmetatable, error = ...
-local count = #checks
-local find, lower, sub = string.find, string.lower, string.sub
-
--- The request rules see: a table refilled for each request behind a read-only proxy.
-local request = {}
--- The request's text fields arrive as one string (one copy into Lua, not one per field) and
--- are cut out of it here; its tail holds the headers as "\nname: value\n...", names lowercase.
-local blob, headers_from = "", 1
--- "\nname: " search keys by the name a rule asked for, bounded so odd names cannot grow it.
-local keys, key_count = {}, 0
-request.header = function(self, name)
-  local key = keys[name]
-  if key == nil then
-    key = "\n" .. lower(name) .. ": "
-    if key_count < 256 then keys[name] = key; key_count = key_count + 1 end
-  end
-  local start = find(blob, key, headers_from, true)
-  if start == nil then return nil end
-  local first = start + #key
-  return sub(blob, first, find(blob, "\n", first, true) - 1)
-end
-local view = setmetatable({}, {
-  __index = request,
-  __newindex = function() error("the request is read-only", 2) end,
-  __metatable = false,
-})
-
-local trace, current = nil, 0
-local function run(first)
-  for i = first, count do
-    current = i
-    local verdict, reason = checks[i](view)
-    if verdict ~= nil then
-      if verdict ~= "allow" and verdict ~= "trap" and verdict ~= "deny" then
-        error("returned \"" .. tostring(verdict) .. "\"; expected \"allow\", \"trap\" or nil", 0)
-      end
-      if trace then trace[#trace + 1] = i; trace[#trace + 1] = verdict end
-      if type(reason) ~= "string" then reason = nil end
-      return i, verdict == "allow" and 1 or 2, reason
-    end
-    if trace then trace[#trace + 1] = i; trace[#trace + 1] = "pass" end
-  end
-  return 0, 0, nil
-end
-
--- Fields the default rules rarely read are cut from the text on first use, then kept until the
--- next request clears them.
-local ends, present = {}, 0
-local function cut(from, to) return sub(blob, ends[from] + 1, ends[to]) end
-local lazy = {
-  method = function() return cut(0, 1) end,
-  host = function() return cut(2, 3) end,
-  uri = function() return cut(3, 5) end,
-  query = function()
-    local path_end, uri_end = ends[4], ends[5]
-    return path_end < uri_end and sub(blob, path_end + 2, uri_end) or ""
-  end,
-  ip = function() return cut(6, 7) end,
-  key = function() return cut(7, 8) end,
-  asn_org = function() if (present & 4) ~= 0 then return cut(8, 9) end end,
-  country = function() if (present & 8) ~= 0 then return cut(9, 10) end end,
-}
-setmetatable(request, {
-  __index = function(_, name)
-    local field = lazy[name]
-    if field == nil then return nil end
-    local value = field()
-    request[name] = value
-    return value
-  end,
-})
-
-local function evaluate(trace_table, text, method_end, proto_end, host_end, path_end, uri_end, agent_end,
-                ip_end, key_end, org_end, country_end, trap_hits, trap_score, request_rate, packed)
-  blob, headers_from = text, country_end + 1
-  ends[0], ends[1], ends[2], ends[3], ends[4], ends[5] = 0, method_end, proto_end, host_end, path_end, uri_end
-  ends[6], ends[7], ends[8], ends[9], ends[10] = agent_end, ip_end, key_end, org_end, country_end
-  present = packed
-  request.method, request.host, request.uri, request.query = nil, nil, nil, nil
-  request.ip, request.key, request.asn_org, request.country = nil, nil, nil, nil
-  request.proto = sub(text, method_end + 1, proto_end)
-  request.path = sub(text, host_end + 1, path_end)
-  request.user_agent = sub(text, uri_end + 1, agent_end)
-  request.asn = (packed & 16) ~= 0 and packed >> 5 or nil
-  request.trap_hits, request.trap_score, request.request_rate = trap_hits, trap_score, request_rate
-  request.rate_limited = (packed & 1) ~= 0
-  request.is_trap_url = (packed & 2) ~= 0
-
-  trace, current = trace_table, 0
-  return run(1)
-end
-
-local function failed(message)
-  if trace and current > 0 then trace[#trace + 1] = current; trace[#trace + 1] = "error: " .. message end
-  return current
-end
-
-local function resume() return run(current + 1) end
-
-return evaluate, failed, resume
-"#;
 
 thread_local! {
     static STATE: RefCell<Option<ThreadRules>> = const { RefCell::new(None) };
@@ -196,45 +84,30 @@ fn run(
         // Held to the end: the failure path runs Lua too.
         let running = state.watch.start(compiled.limits.time);
         let ends = fill_blob(&mut blob, facts);
-        let trace_table = match trace {
-            Some(_) => state.lua.create_table().ok(),
-            None => None,
-        };
-        // Flags and the ASN in one argument: Lua calls from Rust take at most 16.
+        // Flags and the ASN in one argument.
         let packed = i64::from(facts.history.rate_limited)
             | i64::from(facts.is_trap_url) << 1
             | i64::from(facts.geo.asn_org.is_some()) << 2
             | i64::from(facts.geo.country.is_some()) << 3
             | facts.geo.asn.map_or(0, |asn| 1 << 4 | i64::from(asn) << 5);
-        let [method, proto, host, path, uri, agent, ip, key, org, country] = ends;
-        let mut result: mlua::Result<Outcome> = state.driver.call((
-            trace_table.clone(),
-            blob.as_str(),
-            method,
-            proto,
-            host,
-            path,
-            uri,
-            agent,
-            ip,
-            key,
-            org,
-            country,
-            facts.history.trap_hits,
-            facts.history.trap_score,
-            facts.history.request_rate,
+        let request = driver::Request {
+            tracing: trace.is_some(),
+            text: blob.as_str(),
+            ends,
+            trap_hits: facts.history.trap_hits,
+            trap_score: facts.history.trap_score,
+            request_rate: facts.history.request_rate,
             packed,
-        ));
+        };
+        // A rule that ran over the time limit must leave the rules after it time, and not
+        // stopped.
+        let mut result = state.driver.evaluate(&request, || running.restart());
         let mut failures = Vec::new();
         let mut decision = loop {
-            let error = match result {
+            let message = match result {
                 Ok(outcome) => break decided(state, outcome),
-                Err(error) => error,
+                Err(message) => clean_message(&message),
             };
-            // A rule that ran over the time limit must leave the rules after it time, and not
-            // stopped.
-            running.restart();
-            let message = clean_message(&error_message(&error));
             let index = state.failed.call::<usize>(message.as_str()).unwrap_or(0);
             let Some(rule) = state.names.get(index.wrapping_sub(1)).cloned() else {
                 tracing::warn!(error = %message, script = %compiled.name, "rules failed");
@@ -245,14 +118,26 @@ fn run(
             if compiled.fail == FailMode::Closed {
                 break failed(FailMode::Closed, &rule, &message);
             }
-            result = state.resume.call(());
+            result = state
+                .resume
+                .call::<(usize, u8, Option<mlua::LuaString>)>(())
+                .map(|(index, code, reason)| Outcome {
+                    index,
+                    code,
+                    reason: reason.map(|r| r.to_string_lossy()),
+                })
+                .map_err(|error| {
+                    running.restart();
+                    error_message(&error)
+                });
         };
         if !failures.is_empty() {
             decision.failures = failures;
         }
-        if let (Some(trace), Some(table)) = (trace, trace_table.as_ref()) {
+        if let Some(trace) = trace {
+            let table = state.last_trace.call::<Option<Table>>(()).ok().flatten();
             trace.extend(
-                pairs(&state.names, Some(table))
+                pairs(&state.names, table.as_ref())
                     .into_iter()
                     .map(|(rule, result)| RuleOutcome { rule, result: Cow::Owned(result) }),
             );
@@ -265,21 +150,14 @@ fn run(
     })
 }
 
-/// What the driver returns: the deciding rule's index (0 for none), its code and its reason.
-type Outcome = (usize, u8, Option<mlua::LuaString>);
-
-fn decided(state: &ThreadRules, (index, code, reason): Outcome) -> Decision {
+fn decided(state: &ThreadRules, Outcome { index, code, reason }: Outcome) -> Decision {
     let rule = state.names.get(index.wrapping_sub(1)).cloned().unwrap_or_else(|| state.no_rule.clone());
-    let reason = reason.map(|reason| reason.to_string_lossy()).unwrap_or_default();
     let verdict = match code {
         CODE_TRAP => Verdict::Trap,
         _ => Verdict::Allow,
     };
-    Decision { verdict, rule, reason, failures: Vec::new() }
+    Decision { verdict, rule, reason: reason.unwrap_or_default(), failures: Vec::new() }
 }
-
-/// The driver's codes for a decision: allow or trap (a code of 0 means no rule decided).
-const CODE_TRAP: u8 = 2;
 
 thread_local! {
     /// The request's text for the driver, refilled for each request (see `fill_blob`).
@@ -403,7 +281,7 @@ fn build(compiled: &Compiled) -> Result<ThreadRules, RulesError> {
             .map_err(script_error)?;
     let watch = Registration::new(&lua).map_err(RulesError::Script)?;
     let running = watch.start(compiled.limits.time * SETUP_LIMIT_FACTOR);
-    let Prepared { names, driver, failed, resume } = prepare(&lua, compiled)?;
+    let Prepared { names, driver, failed, resume, last_trace } = prepare(&lua, compiled)?;
     drop(running);
     Ok(ThreadRules {
         generation: compiled.generation,
@@ -412,6 +290,7 @@ fn build(compiled: &Compiled) -> Result<ThreadRules, RulesError> {
         driver,
         failed,
         resume,
+        last_trace,
         watch,
         no_rule: Arc::from(""),
     })
@@ -420,9 +299,10 @@ fn build(compiled: &Compiled) -> Result<ThreadRules, RulesError> {
 /// A loaded script's rule names and its driver's functions.
 struct Prepared {
     names: Vec<Arc<str>>,
-    driver: Function,
+    driver: Driver,
     failed: Function,
     resume: Function,
+    last_trace: Function,
 }
 
 /// Sandboxes the state, installs the helpers, runs the script and builds the driver over its
@@ -463,12 +343,13 @@ fn prepare(lua: &Lua, compiled: &Compiled) -> Result<Prepared, RulesError> {
     let type_of: Function = lua.globals().get("type").map_err(script_error)?;
     let setmetatable: Function = lua.globals().get("setmetatable").map_err(script_error)?;
     let error: Function = lua.globals().get("error").map_err(script_error)?;
-    let (evaluate, failed, resume) = lua
-        .load(DRIVER)
+    let (evaluate, failed, resume, last_trace): (Function, Function, Function, Function) = lua
+        .load(driver::SOURCE)
         .set_name("=quagmire rule driver")
         .call((checks, tostring, type_of, setmetatable, error))
         .map_err(script_error)?;
-    Ok(Prepared { names, driver: evaluate, failed, resume })
+    let driver = Driver::new(lua, evaluate).map_err(script_error)?;
+    Ok(Prepared { names, driver, failed, resume, last_trace })
 }
 
 /// Removes what could read files, load code or inspect the host from the globals, and refuses

@@ -282,6 +282,31 @@ fn a_loop_that_catches_the_stop_is_still_stopped_and_later_requests_are_not() {
 }
 
 #[test]
+fn every_kind_of_rule_error_is_reported_by_its_text_and_the_rules_after_it_run() {
+    let script = r#"return {
+        { name = "helper", check = function(r) return lists.ai_crawlers:find({}) end },
+        { name = "plain", check = function(r) error("plain words", 0) end },
+        { name = "located", check = function(r) local x = nil; return x.field end },
+        { name = "described", check = function(r)
+            error(setmetatable({}, { __tostring = function() return "described error" end }))
+        end },
+        { name = "table", check = function(r) error({}) end },
+        { name = "after", check = function(r) return "allow", "reached" end },
+    }"#;
+    let (decision, trace) =
+        script_rules(script, FailMode::Open).unwrap().evaluate_traced(&Request::browser(CHROME).facts());
+    assert_eq!((&*decision.rule, decision.reason.as_str()), ("after", "reached"));
+    let results: Vec<(&str, &str)> = trace.iter().map(|o| (&*o.rule, o.result.as_ref())).collect();
+    assert_eq!(results[0], ("helper", "error: a list of user-agent tokens cannot look up a table"));
+    assert_eq!(results[1], ("plain", "error: plain words"));
+    assert!(results[2].1.contains("rules.lua:4: attempt to index a nil value"), "{results:?}");
+    assert_eq!(results[3], ("described", "error: described error"));
+    assert!(results[4].1.starts_with("error: table: "), "{results:?}");
+    assert_eq!(results[5], ("after", "allow"));
+    assert_eq!(decision.failures.len(), 5);
+}
+
+#[test]
 fn a_script_that_loops_while_loading_is_a_load_error() {
     let started = std::time::Instant::now();
     let error = script_rules("while true do end", FailMode::Open).err().expect("a load error");

@@ -1,0 +1,288 @@
+//! The rule driver: the Lua function that runs every rule of a ruleset in one call, and the call
+//! into it on the request path.
+//!
+//! The call goes through Lua's C API rather than mlua's `Function::call`. With a memory limit
+//! set, mlua pushes a string argument in a protected call of its own and moves every argument
+//! and result through its reference stack: about 6k instructions per evaluation, a sixth of
+//! the whole. Here one `lua_pcall` runs a small C function that pushes the request (inside the
+//! protected call, so running out of memory is a rule error, not an abort) and calls the driver.
+
+#![allow(unsafe_code)]
+
+use std::ffi::c_int;
+
+use mlua::{Function, Lua, ffi};
+
+/// The driver's source. A request crosses from Rust into Lua once, not once per rule. The chunk
+/// takes the rules' check functions and a few globals, and returns four functions:
+/// - `evaluate` takes the request and runs the rules. The request's text comes as one string
+///   with the end offsets of its fields (see `Request`). It returns the deciding rule's index (0
+///   for none), a code (1 for allow, `CODE_TRAP`) and the reason. When tracing, it records every
+///   rule's result as `index, result, ...` in a table that `last_trace` returns.
+/// - A rule's error is not caught in Lua (a `pcall` around the rules would cost every request)
+///   but returns to Rust, which calls `failed(message)` to record it and learn the failed rule's
+///   index (0 when no rule was running),
+/// - and then, under fail-open, `resume()` to run the rules after it, with the same request.
+pub(super) const SOURCE: &str = r#"
+local checks, tostring, type, setmetatable, error = ...
+local count = #checks
+local find, lower, sub = string.find, string.lower, string.sub
+
+-- The request rules see: a table refilled for each request behind a read-only proxy.
+local request = {}
+-- The request's text fields arrive as one string (one copy into Lua, not one per field) and
+-- are cut out of it here; its tail holds the headers as "\nname: value\n...", names lowercase.
+local blob, headers_from = "", 1
+-- "\nname: " search keys by the name a rule asked for, bounded so odd names cannot grow it.
+local keys, key_count = {}, 0
+request.header = function(self, name)
+  local key = keys[name]
+  if key == nil then
+    key = "\n" .. lower(name) .. ": "
+    if key_count < 256 then keys[name] = key; key_count = key_count + 1 end
+  end
+  local start = find(blob, key, headers_from, true)
+  if start == nil then return nil end
+  local first = start + #key
+  return sub(blob, first, find(blob, "\n", first, true) - 1)
+end
+local view = setmetatable({}, {
+  __index = request,
+  __newindex = function() error("the request is read-only", 2) end,
+  __metatable = false,
+})
+
+local trace, current = nil, 0
+local function run(first)
+  for i = first, count do
+    current = i
+    local verdict, reason = checks[i](view)
+    if verdict ~= nil then
+      if verdict ~= "allow" and verdict ~= "trap" and verdict ~= "deny" then
+        error("returned \"" .. tostring(verdict) .. "\"; expected \"allow\", \"trap\" or nil", 0)
+      end
+      if trace then trace[#trace + 1] = i; trace[#trace + 1] = verdict end
+      if type(reason) ~= "string" then reason = nil end
+      return i, verdict == "allow" and 1 or 2, reason
+    end
+    if trace then trace[#trace + 1] = i; trace[#trace + 1] = "pass" end
+  end
+  return 0, 0, nil
+end
+
+-- Fields the default rules rarely read are cut from the text on first use, then kept until the
+-- next request clears them.
+local ends, present = {}, 0
+local function cut(from, to) return sub(blob, ends[from] + 1, ends[to]) end
+local lazy = {
+  method = function() return cut(0, 1) end,
+  host = function() return cut(2, 3) end,
+  uri = function() return cut(3, 5) end,
+  query = function()
+    local path_end, uri_end = ends[4], ends[5]
+    return path_end < uri_end and sub(blob, path_end + 2, uri_end) or ""
+  end,
+  ip = function() return cut(6, 7) end,
+  key = function() return cut(7, 8) end,
+  asn_org = function() if (present & 4) ~= 0 then return cut(8, 9) end end,
+  country = function() if (present & 8) ~= 0 then return cut(9, 10) end end,
+}
+setmetatable(request, {
+  __index = function(_, name)
+    local field = lazy[name]
+    if field == nil then return nil end
+    local value = field()
+    request[name] = value
+    return value
+  end,
+})
+
+local function evaluate(tracing, text, method_end, proto_end, host_end, path_end, uri_end, agent_end,
+                ip_end, key_end, org_end, country_end, trap_hits, trap_score, request_rate, packed)
+  blob, headers_from = text, country_end + 1
+  ends[0], ends[1], ends[2], ends[3], ends[4], ends[5] = 0, method_end, proto_end, host_end, path_end, uri_end
+  ends[6], ends[7], ends[8], ends[9], ends[10] = agent_end, ip_end, key_end, org_end, country_end
+  present = packed
+  request.method, request.host, request.uri, request.query = nil, nil, nil, nil
+  request.ip, request.key, request.asn_org, request.country = nil, nil, nil, nil
+  request.proto = sub(text, method_end + 1, proto_end)
+  request.path = sub(text, host_end + 1, path_end)
+  request.user_agent = sub(text, uri_end + 1, agent_end)
+  request.asn = (packed & 16) ~= 0 and packed >> 5 or nil
+  request.trap_hits, request.trap_score, request.request_rate = trap_hits, trap_score, request_rate
+  request.rate_limited = (packed & 1) ~= 0
+  request.is_trap_url = (packed & 2) ~= 0
+
+  trace, current = tracing and {} or nil, 0
+  return run(1)
+end
+
+local function failed(message)
+  if trace and current > 0 then trace[#trace + 1] = current; trace[#trace + 1] = "error: " .. message end
+  return current
+end
+
+local function resume() return run(current + 1) end
+
+local function last_trace() return trace end
+
+return evaluate, failed, resume, last_trace
+"#;
+
+/// The driver's code for a trap decision.
+pub(super) const CODE_TRAP: u8 = 2;
+
+/// A request as `evaluate` takes it.
+pub(super) struct Request<'a> {
+    /// Whether to record every rule's result (see `last_trace`).
+    pub(super) tracing: bool,
+    /// The request's text fields back to back, then its headers (see `lua::fill_blob`).
+    pub(super) text: &'a str,
+    /// The end offset of each field in `text`.
+    pub(super) ends: [usize; 10],
+    pub(super) trap_hits: u64,
+    pub(super) trap_score: f64,
+    pub(super) request_rate: f64,
+    /// Flags and the ASN (see `lua::run`).
+    pub(super) packed: i64,
+}
+
+/// What `evaluate` returned.
+pub(super) struct Outcome {
+    /// The deciding rule's index, from 1; 0 when no rule decided.
+    pub(super) index: usize,
+    /// 1 for allow, `CODE_TRAP` for trap, 0 when no rule decided.
+    pub(super) code: u8,
+    pub(super) reason: Option<String>,
+}
+
+/// The driver's `evaluate` in one thread's Lua state, called through the C API.
+pub(super) struct Driver {
+    state: *mut ffi::lua_State,
+    /// Registry references to `evaluate`, and to `tostring` for error objects.
+    evaluate: c_int,
+    tostring: c_int,
+}
+
+/// Stack slots the call needs: the C function and its argument, then the driver and its 16
+/// arguments.
+const STACK_NEEDED: c_int = 24;
+
+impl Driver {
+    /// Keeps `evaluate` (the driver's first function) for calls through the C API.
+    pub(super) fn new(lua: &Lua, evaluate: Function) -> mlua::Result<Driver> {
+        let tostring: Function = lua.globals().get("tostring")?;
+        let (mut state, mut refs) = (std::ptr::null_mut(), [0; 2]);
+        // SAFETY: references the two functions pushed as arguments (popping them). `luaL_ref`
+        // raises only on a memory error, which `exec_raw`'s protected call turns into an `Err`;
+        // this closure owns nothing that needs dropping. `exec_raw` runs on the main state, where
+        // calls from Rust run.
+        unsafe {
+            lua.exec_raw::<()>((evaluate, tostring), |raw| {
+                refs[1] = ffi::luaL_ref(raw, ffi::LUA_REGISTRYINDEX);
+                refs[0] = ffi::luaL_ref(raw, ffi::LUA_REGISTRYINDEX);
+                state = raw;
+            })?;
+        }
+        Ok(Driver { state, evaluate: refs[0], tostring: refs[1] })
+    }
+
+    /// Runs the rules on `request`; on an error, calls `on_error` (which must lift a time-limit
+    /// stop, or describing the error would be stopped too) and returns the error's text.
+    pub(super) fn evaluate(&self, request: &Request, on_error: impl FnOnce()) -> Result<Outcome, String> {
+        let state = self.state;
+        let call = Call { evaluate: self.evaluate, request };
+        // SAFETY: the state belongs to this thread, which is not inside any other Lua call, and
+        // the stack is restored to `top` before returning. `push_and_call` gets a pointer to
+        // `call`, which outlives the protected call.
+        unsafe {
+            let top = ffi::lua_gettop(state);
+            if ffi::lua_checkstack(state, STACK_NEEDED) == 0 {
+                return Err("the Lua stack is full".into());
+            }
+            ffi::lua_pushcfunction(state, push_and_call);
+            ffi::lua_pushlightuserdata(state, std::ptr::from_ref(&call).cast_mut().cast());
+            let result = if ffi::lua_pcall(state, 1, 3, 0) == ffi::LUA_OK {
+                Ok(Outcome {
+                    index: usize::try_from(ffi::lua_tointegerx(state, top + 1, std::ptr::null_mut()))
+                        .unwrap_or(0),
+                    code: u8::try_from(ffi::lua_tointegerx(state, top + 2, std::ptr::null_mut()))
+                        .unwrap_or(0),
+                    reason: string_at(state, top + 3),
+                })
+            } else {
+                on_error();
+                Err(self.error_text(top + 1))
+            };
+            ffi::lua_settop(state, top);
+            result
+        }
+    }
+
+    /// The text of the error object at `index`, through `tostring` for a non-string (mlua's
+    /// errors from Rust helpers are userdata with a `__tostring`).
+    ///
+    /// SAFETY: `index` is the stack's top, with a free slot above it.
+    unsafe fn error_text(&self, index: c_int) -> String {
+        let state = self.state;
+        // SAFETY: see above; the call to `tostring` is protected.
+        unsafe {
+            if let Some(text) = string_at(state, index) {
+                return text;
+            }
+            ffi::lua_rawgeti(state, ffi::LUA_REGISTRYINDEX, ffi::lua_Integer::from(self.tostring));
+            ffi::lua_pushvalue(state, index);
+            let described = ffi::lua_pcall(state, 1, 1, 0) == ffi::LUA_OK;
+            let text = if described { string_at(state, -1) } else { None };
+            text.unwrap_or_else(|| "an error that cannot be described".into())
+        }
+    }
+}
+
+/// What `push_and_call` needs, passed as a light userdata.
+struct Call<'a> {
+    evaluate: c_int,
+    request: &'a Request<'a>,
+}
+
+/// Pushes the request and calls `evaluate`, inside `Driver::evaluate`'s protected call.
+unsafe extern "C-unwind" fn push_and_call(state: *mut ffi::lua_State) -> c_int {
+    // SAFETY: `Driver::evaluate` passes a `Call` that outlives this call, and checked the stack
+    // for the pushes. An error in the driver unwinds (longjmp) past this frame, which owns
+    // nothing that needs dropping.
+    unsafe {
+        let call = &*ffi::lua_touserdata(state, 1).cast::<Call>();
+        let request = call.request;
+        ffi::lua_rawgeti(state, ffi::LUA_REGISTRYINDEX, ffi::lua_Integer::from(call.evaluate));
+        ffi::lua_pushboolean(state, c_int::from(request.tracing));
+        ffi::lua_pushlstring(state, request.text.as_ptr().cast(), request.text.len());
+        for end in request.ends {
+            ffi::lua_pushinteger(state, ffi::lua_Integer::try_from(end).unwrap_or(ffi::lua_Integer::MAX));
+        }
+        ffi::lua_pushinteger(
+            state,
+            ffi::lua_Integer::try_from(request.trap_hits).unwrap_or(ffi::lua_Integer::MAX),
+        );
+        ffi::lua_pushnumber(state, request.trap_score);
+        ffi::lua_pushnumber(state, request.request_rate);
+        ffi::lua_pushinteger(state, request.packed);
+        ffi::lua_call(state, 16, 3);
+    }
+    3
+}
+
+/// The string at `index`, if the value there is a string (numbers are not converted: that would
+/// allocate outside a protected call).
+///
+/// SAFETY: `index` is a valid stack index of `state`.
+unsafe fn string_at(state: *mut ffi::lua_State, index: c_int) -> Option<String> {
+    // SAFETY: see above; `lua_tolstring` on a string neither allocates nor raises.
+    unsafe {
+        if ffi::lua_type(state, index) != ffi::LUA_TSTRING {
+            return None;
+        }
+        let mut len = 0;
+        let text = ffi::lua_tolstring(state, index, &mut len);
+        Some(String::from_utf8_lossy(std::slice::from_raw_parts(text.cast::<u8>(), len)).into_owned())
+    }
+}
