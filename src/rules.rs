@@ -10,6 +10,7 @@
 //! rebuilds it when the generation changes, so the request path takes no global lock.
 
 mod driver;
+mod helpers;
 pub mod lists;
 mod lua;
 mod watchdog;

@@ -8,6 +8,7 @@
 //! line, spaces allowed).
 
 use std::collections::{HashMap, HashSet};
+use std::ffi::CStr;
 use std::net::IpAddr;
 
 use aho_corasick::automaton::{Automaton, StateID};
@@ -89,13 +90,14 @@ impl List {
         Ok(List::Tokens(tokens))
     }
 
-    /// A short name of the list's kind, for messages.
-    pub fn kind(&self) -> &'static str {
+    /// A short name of the list's kind, for messages (a C string: Lua's error formatting takes
+    /// it).
+    pub fn kind(&self) -> &'static CStr {
         match self {
-            List::Tokens(_) => "user-agent tokens",
-            List::Networks(_) => "networks",
-            List::Asns(_) => "ASNs",
-            List::Paths(_) => "paths",
+            List::Tokens(_) => c"user-agent tokens",
+            List::Networks(_) => c"networks",
+            List::Asns(_) => c"ASNs",
+            List::Paths(_) => c"paths",
         }
     }
 

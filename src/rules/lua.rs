@@ -13,11 +13,11 @@ use std::fmt::Write as _;
 use std::net::IpAddr;
 use std::sync::Arc;
 
-use mlua::UserDataMethods;
-use mlua::{AnyUserData, Function, Lua, LuaOptions, MultiValue, StdLib, Table, Value};
+use mlua::{Function, Lua, LuaOptions, StdLib, Table, Value};
 
 use super::driver::{self, CODE_TRAP, Driver, Outcome};
-use super::lists::{List, browser_claim};
+use super::helpers;
+use super::lists::List;
 use super::watchdog::Registration;
 use super::{Compiled, Decision, FailMode, RuleOutcome, RulesError, Verdict};
 use crate::facts::Facts;
@@ -38,6 +38,8 @@ struct ThreadRules {
     failed: Function,
     resume: Function,
     last_trace: Function,
+    /// The lists the helpers in `lua` point at.
+    _lists: Vec<Arc<List>>,
     /// The state's evaluation clock.
     watch: Registration,
     /// The rule name of a decision no rule made.
@@ -281,7 +283,7 @@ fn build(compiled: &Compiled) -> Result<ThreadRules, RulesError> {
             .map_err(script_error)?;
     let watch = Registration::new(&lua).map_err(RulesError::Script)?;
     let running = watch.start(compiled.limits.time * SETUP_LIMIT_FACTOR);
-    let Prepared { names, driver, failed, resume, last_trace } = prepare(&lua, compiled)?;
+    let Prepared { names, driver, failed, resume, last_trace, lists } = prepare(&lua, compiled)?;
     drop(running);
     Ok(ThreadRules {
         generation: compiled.generation,
@@ -291,6 +293,7 @@ fn build(compiled: &Compiled) -> Result<ThreadRules, RulesError> {
         failed,
         resume,
         last_trace,
+        _lists: lists,
         watch,
         no_rule: Arc::from(""),
     })
@@ -299,6 +302,7 @@ fn build(compiled: &Compiled) -> Result<ThreadRules, RulesError> {
 /// A loaded script's rule names and its driver's functions.
 struct Prepared {
     names: Vec<Arc<str>>,
+    lists: Vec<Arc<List>>,
     driver: Driver,
     failed: Function,
     resume: Function,
@@ -311,7 +315,8 @@ fn prepare(lua: &Lua, compiled: &Compiled) -> Result<Prepared, RulesError> {
     let script_error =
         |error: mlua::Error| RulesError::Script(format!("{}: {}", compiled.name, error_message(&error)));
     sandbox(lua).map_err(script_error)?;
-    install_helpers(lua, compiled).map_err(script_error)?;
+    let lists = helpers::install(lua, compiled).map_err(script_error)?;
+    lua.globals().set("trap_threshold", compiled.trap_threshold).map_err(script_error)?;
     lua.set_memory_limit(compiled.limits.memory).map_err(script_error)?;
     let returned: Value = lua
         .load(compiled.source.as_str())
@@ -349,7 +354,7 @@ fn prepare(lua: &Lua, compiled: &Compiled) -> Result<Prepared, RulesError> {
         .call((checks, tostring, type_of, setmetatable, error))
         .map_err(script_error)?;
     let driver = Driver::new(lua, evaluate).map_err(script_error)?;
-    Ok(Prepared { names, driver, failed, resume, last_trace })
+    Ok(Prepared { names, driver, failed, resume, last_trace, lists })
 }
 
 /// Removes what could read files, load code or inspect the host from the globals, and refuses
@@ -377,85 +382,4 @@ fn sandbox(lua: &Lua) -> mlua::Result<()> {
     let string: Table = globals.get("string")?;
     string.set("dump", Value::Nil)?;
     Ok(())
-}
-
-/// `lists.<name>` with `:find(...)`, and `browser(ua)`.
-fn install_helpers(lua: &Lua, compiled: &Compiled) -> mlua::Result<()> {
-    lua.register_userdata_type::<Arc<List>>(|registry| {
-        // `list:find(x)`: the matching token, the network's or path's label (or true), or the
-        // ASN's name (or true); nil when `x` is not in the list.
-        registry.add_method("find", |lua, list, value: Value| {
-            let found = match (list.as_ref(), &value) {
-                (List::Tokens(tokens), Value::String(text)) => {
-                    tokens.find(&*text.as_bytes()).map(|token| label_value(lua, token))
-                }
-                (List::Networks(networks), Value::String(text)) => text
-                    .to_str()
-                    .ok()
-                    .and_then(|text| text.parse().ok())
-                    .and_then(|address| networks.find(address))
-                    .map(|label| label_value(lua, label)),
-                (List::Asns(asns), Value::Integer(asn)) => {
-                    u32::try_from(*asn).ok().and_then(|asn| asns.find(asn)).map(|name| label_value(lua, name))
-                }
-                (List::Asns(asns), Value::Number(asn)) => {
-                    asns.find(*asn as u32).map(|name| label_value(lua, name))
-                }
-                (List::Paths(paths), Value::String(path)) => {
-                    paths.find(&path.as_bytes()).map(|label| label_value(lua, label))
-                }
-                (_, Value::Nil) => None,
-                (list, other) => {
-                    return Err(mlua::Error::runtime(format!(
-                        "a list of {} cannot look up a {}",
-                        list.kind(),
-                        other.type_name()
-                    )));
-                }
-            };
-            Ok(found.unwrap_or(Value::Nil))
-        });
-        registry.add_method("len", |_, list, ()| Ok(list.len()));
-        // `list:claimed(ua)`: for a labelled network list, the label the user agent names.
-        registry.add_method("claimed", |lua, list, user_agent: Option<mlua::LuaString>| {
-            match list.as_ref() {
-                List::Networks(networks) => Ok(user_agent
-                    .as_ref()
-                    .and_then(|ua| networks.claimed(&*ua.as_bytes()).map(|label| label_value(lua, label)))
-                    .unwrap_or(Value::Nil)),
-                other => Err(mlua::Error::runtime(format!(
-                    "claimed() needs a labelled network list, not {}",
-                    other.kind()
-                ))),
-            }
-        });
-    })?;
-    let lists = lua.create_table()?;
-    for (name, list) in &compiled.lists {
-        let list: AnyUserData = lua.create_any_userdata(list.clone())?;
-        lists.set(name.as_str(), list)?;
-    }
-    lua.globals().set("lists", lists)?;
-    // browser(ua) -> family, major, minor; nil when the UA claims no mainstream browser.
-    let browser = lua.create_function(|lua, user_agent: Option<mlua::LuaString>| {
-        let claim = user_agent.as_ref().and_then(|ua| ua.to_str().ok().and_then(|ua| browser_claim(&ua)));
-        let Some(claim) = claim else {
-            return Ok(MultiValue::new());
-        };
-        Ok(MultiValue::from_vec(vec![
-            Value::String(lua.create_string(claim.family)?),
-            Value::Integer(i64::from(claim.major)),
-            Value::Integer(i64::from(claim.minor)),
-        ]))
-    })?;
-    lua.globals().set("browser", browser)?;
-    lua.globals().set("trap_threshold", compiled.trap_threshold)?;
-    Ok(())
-}
-
-fn label_value(lua: &Lua, label: &str) -> Value {
-    if label.is_empty() {
-        return Value::Boolean(true);
-    }
-    lua.create_string(label).map(Value::String).unwrap_or(Value::Boolean(true))
 }

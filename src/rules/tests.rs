@@ -285,6 +285,8 @@ fn a_loop_that_catches_the_stop_is_still_stopped_and_later_requests_are_not() {
 fn every_kind_of_rule_error_is_reported_by_its_text_and_the_rules_after_it_run() {
     let script = r#"return {
         { name = "helper", check = function(r) return lists.ai_crawlers:find({}) end },
+        { name = "dot", check = function(r) return lists.ai_crawlers.find(r.user_agent) end },
+        { name = "claimed", check = function(r) return lists.ai_crawlers:claimed(r.user_agent) end },
         { name = "plain", check = function(r) error("plain words", 0) end },
         { name = "located", check = function(r) local x = nil; return x.field end },
         { name = "described", check = function(r)
@@ -297,13 +299,45 @@ fn every_kind_of_rule_error_is_reported_by_its_text_and_the_rules_after_it_run()
         script_rules(script, FailMode::Open).unwrap().evaluate_traced(&Request::browser(CHROME).facts());
     assert_eq!((&*decision.rule, decision.reason.as_str()), ("after", "reached"));
     let results: Vec<(&str, &str)> = trace.iter().map(|o| (&*o.rule, o.result.as_ref())).collect();
-    assert_eq!(results[0], ("helper", "error: a list of user-agent tokens cannot look up a table"));
-    assert_eq!(results[1], ("plain", "error: plain words"));
-    assert!(results[2].1.contains("rules.lua:4: attempt to index a nil value"), "{results:?}");
-    assert_eq!(results[3], ("described", "error: described error"));
-    assert!(results[4].1.starts_with("error: table: "), "{results:?}");
-    assert_eq!(results[5], ("after", "allow"));
-    assert_eq!(decision.failures.len(), 5);
+    let expect = |index: usize, rule: &str, text: &str| {
+        assert_eq!(results[index].0, rule);
+        assert!(results[index].1.starts_with("error: ") && results[index].1.contains(text), "{results:?}");
+    };
+    expect(0, "helper", "rules.lua:2: a list of user-agent tokens cannot look up a table");
+    expect(1, "dot", "rules.lua:3: call it as list:find(...)");
+    expect(2, "claimed", "claimed() needs a labelled network list, not user-agent tokens");
+    assert_eq!(results[3], ("plain", "error: plain words"));
+    expect(4, "located", "rules.lua:6: attempt to index a nil value");
+    assert_eq!(results[5], ("described", "error: described error"));
+    expect(6, "table", "table: ");
+    assert_eq!(results[7], ("after", "allow"));
+    assert_eq!(decision.failures.len(), 7);
+}
+
+#[test]
+fn helpers_answer_from_the_lists_and_the_user_agent() {
+    let script = r#"return {
+        { name = "helpers", check = function(r)
+            local family, major, minor = browser(r.user_agent)
+            local parts = {
+                tostring(lists.datacenter_asns:len() > 50),
+                tostring(lists.datacenter_asns:find(16509)),
+                tostring(lists.search_engines:find("66.249.64.5")),
+                tostring(lists.search_engines:find("not an address")),
+                tostring(lists.always_allowed_paths:find("/robots.txt")),
+                tostring(lists.ai_crawlers:find(nil)),
+                family, tostring(major), tostring(minor),
+                tostring((browser("curl/8.0"))), tostring((browser(nil))),
+            }
+            return "allow", table.concat(parts, " ")
+        end },
+    }"#;
+    let decision =
+        script_rules(script, FailMode::Closed).unwrap().evaluate(&Request::browser(SAFARI_16_3).facts());
+    assert_eq!(
+        decision.reason, "true Amazon.com (AWS) Googlebot nil robots.txt nil safari 16 3 nil nil",
+        "{decision:?}"
+    );
 }
 
 #[test]
