@@ -186,28 +186,28 @@ impl<R: Rng> PageWriter<'_, R> {
             *lane = self.chain.sentence_start(&mut self.rng);
         }
         let walks = &mut self.walks;
-        walks.lens = [0; LANES];
         walks.next = 0;
-        let mut ended = [false; LANES];
+        // The lanes still walking, first `walking` of them: an ended lane is swapped out, so a
+        // step visits only live lanes (the longest of eight sentences is often twice the mean).
+        let mut live: [usize; LANES] = std::array::from_fn(|lane| lane);
         let mut walking = LANES;
-        for step in 0..MAX_SENTENCE_WORDS {
-            for lane in 0..LANES {
-                if ended[lane] {
-                    continue;
-                }
+        let mut step = 0;
+        while walking > 0 {
+            let mut i = 0;
+            while i < walking {
+                let lane = live[i];
                 let word = at[lane].word_id();
                 walks.words[lane][step] = word;
-                walks.lens[lane] = step + 1;
                 if step + 1 == MAX_SENTENCE_WORDS || self.chain.word_by_id(word).ends_sentence {
-                    ended[lane] = true;
+                    walks.lens[lane] = step + 1;
                     walking -= 1;
+                    live[i] = live[walking];
                 } else {
                     at[lane] = self.chain.step(at[lane], &mut self.rng);
+                    i += 1;
                 }
             }
-            if walking == 0 {
-                break;
-            }
+            step += 1;
         }
     }
 
@@ -246,15 +246,16 @@ impl<R: Rng> PageWriter<'_, R> {
         for _ in 0..words + HEADING_OVERRUN {
             let word = self.chain.word(at);
             let ends_sentence = word.ends_sentence;
-            let word = word.text.trim_matches(|c: char| !c.is_alphanumeric());
-            if !word.is_empty() {
+            let text = bare(word.text);
+            if !text.is_empty() {
                 if written > 0 {
                     self.out.push(' ');
                 }
-                self.word(word, written == 0);
+                // Trimming punctuation adds no character that needs escaping.
+                self.corpus_word(Word { text, ..word }, written == 0);
                 written += 1;
             }
-            if ends_sentence || (written >= words && !is_function_word(word)) {
+            if ends_sentence || (written >= words && !is_function_word(text)) {
                 break;
             }
             at = self.chain.step(at, &mut rng);
@@ -325,6 +326,16 @@ impl<R: Rng> PageWriter<'_, R> {
         self.word(site[0], true);
         self.out.push(' ');
         self.word(site[1], true);
+    }
+}
+
+/// `word` without leading or trailing punctuation; most words have none, which two byte tests
+/// tell without decoding characters.
+fn bare(word: &str) -> &str {
+    match word.as_bytes() {
+        [first, .., last] if first.is_ascii_alphanumeric() && last.is_ascii_alphanumeric() => word,
+        [only] if only.is_ascii_alphanumeric() => word,
+        _ => word.trim_matches(|c: char| !c.is_alphanumeric()),
     }
 }
 
