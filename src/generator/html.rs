@@ -7,7 +7,7 @@
 use rand::Rng;
 
 use super::PageSettings;
-use super::markov::{Chain, Position, Word, WordId};
+use super::markov::{Chain, Position, WordId};
 use crate::numbers::{below, push_number};
 use crate::trap_url::TrapUrls;
 
@@ -198,7 +198,7 @@ impl<R: Rng> PageWriter<'_, R> {
                 let lane = live[i];
                 let word = at[lane].word_id();
                 walks.words[lane][step] = word;
-                if step + 1 == MAX_SENTENCE_WORDS || self.chain.word_by_id(word).ends_sentence {
+                if step + 1 == MAX_SENTENCE_WORDS || self.chain.ends_sentence(word) {
                     walks.lens[lane] = step + 1;
                     walking -= 1;
                     live[i] = live[walking];
@@ -222,14 +222,20 @@ impl<R: Rng> PageWriter<'_, R> {
         let len = self.walks.lens[lane].min(max_words);
         for i in 0..len {
             let word = self.chain.word_by_id(self.walks.words[lane][i]);
+            let cut = i + 1 == max_words && !word.ends_sentence;
+            if i > 0 && !cut && !word.needs_escape {
+                // Most words: the space and the word in one copy.
+                self.out.push_str(word.spaced);
+                continue;
+            }
             if i > 0 {
                 self.out.push(' ');
             }
-            if i + 1 == max_words && !word.ends_sentence {
+            if cut {
                 self.word(word.text.trim_end_matches(|c: char| !c.is_alphanumeric()), i == 0);
                 self.out.push('.');
             } else {
-                self.corpus_word(word, i == 0);
+                self.corpus_word(word.text, word.needs_escape, i == 0);
             }
         }
     }
@@ -252,7 +258,7 @@ impl<R: Rng> PageWriter<'_, R> {
                     self.out.push(' ');
                 }
                 // Trimming punctuation adds no character that needs escaping.
-                self.corpus_word(Word { text, ..word }, written == 0);
+                self.corpus_word(text, word.needs_escape, written == 0);
                 written += 1;
             }
             if ends_sentence || (written >= words && !is_function_word(text)) {
@@ -262,15 +268,16 @@ impl<R: Rng> PageWriter<'_, R> {
         }
     }
 
-    /// Writes a corpus word, escaped unless the chain knows it needs no escaping.
-    fn corpus_word(&mut self, word: Word<'_>, capitalise: bool) {
-        if word.needs_escape || (capitalise && !word.text.starts_with(|c: char| c.is_ascii())) {
-            self.word(word.text, capitalise);
-        } else if capitalise && let Some(rest) = word.text.get(1..) {
-            self.out.push(word.text.as_bytes()[0].to_ascii_uppercase() as char);
+    /// Writes a corpus word (or part of one), escaped unless the chain knows it needs no
+    /// escaping.
+    fn corpus_word(&mut self, text: &str, needs_escape: bool, capitalise: bool) {
+        if needs_escape || (capitalise && !text.starts_with(|c: char| c.is_ascii())) {
+            self.word(text, capitalise);
+        } else if capitalise && let Some(rest) = text.get(1..) {
+            self.out.push(text.as_bytes()[0].to_ascii_uppercase() as char);
             self.out.push_str(rest);
         } else {
-            self.out.push_str(word.text);
+            self.out.push_str(text);
         }
     }
 

@@ -67,6 +67,8 @@ struct WordEntry {
 pub struct Word<'a> {
     /// The text, as in the corpus (not escaped).
     pub text: &'a str,
+    /// The text after a space, as running text writes it.
+    pub spaced: &'a str,
     /// Whether it ends a sentence.
     pub ends_sentence: bool,
     /// Whether it holds a character that HTML escaping changes; most words do not.
@@ -120,6 +122,8 @@ impl Chain {
         // Longer "words" are not prose (a URL, a run of symbols); leaving them out keeps entries small.
         for word in text.split_whitespace().filter(|word| word.len() <= MAX_WORD_BYTES) {
             let id = *ids.entry(word).or_insert_with(|| {
+                // Each word is stored after a space, so that a word in running text is one copy.
+                vocabulary.push(' ');
                 words.push(WordEntry {
                     start: vocabulary.len() as u32,
                     len: word.len() as u16,
@@ -195,13 +199,20 @@ impl Chain {
         self.word_by_id(at.word_id())
     }
 
-    /// The word with vocabulary id `id`.
+    /// Whether the word with vocabulary id `id` ends a sentence (what a walk needs to know).
     #[inline]
+    pub fn ends_sentence(&self, id: WordId) -> bool {
+        self.words[id.0 as usize].flags & ENDS_SENTENCE != 0
+    }
+
+    /// The word with vocabulary id `id`.
+    #[inline(always)]
     pub fn word_by_id(&self, id: WordId) -> Word<'_> {
         let entry = self.words[id.0 as usize];
         let start = entry.start as usize;
         Word {
             text: &self.vocabulary[start..start + entry.len as usize],
+            spaced: &self.vocabulary[start - 1..start + entry.len as usize],
             ends_sentence: entry.flags & ENDS_SENTENCE != 0,
             needs_escape: entry.flags & NEEDS_ESCAPE != 0,
         }
