@@ -17,8 +17,9 @@ use mlua::{Function, Lua, ffi};
 /// takes the rules' check functions and a few globals, and returns four functions:
 /// - `evaluate` takes the request and runs the rules. The request's text comes as one string
 ///   with the end offsets of its fields (see `Request`). It returns the deciding rule's index (0
-///   for none), a code (1 for allow, `CODE_TRAP`) and the reason. When tracing, it records every
-///   rule's result as `index, result, ...` in a table that `last_trace` returns.
+///   for none), a code (1 for allow, `CODE_TRAP`) and the reason. The fields every default rule
+///   reads (proto, path, User-Agent) come as strings of their own as well. When tracing, it
+///   records every rule's result as `index, result, ...` in a table that `last_trace` returns.
 /// - A rule's error is not caught in Lua (a `pcall` around the rules would cost every request)
 ///   but returns to Rust, which calls `failed(message)` to record it and learn the failed rule's
 ///   index (0 when no rule was running),
@@ -97,17 +98,16 @@ setmetatable(request, {
   end,
 })
 
-local function evaluate(tracing, text, method_end, proto_end, host_end, path_end, uri_end, agent_end,
-                ip_end, key_end, org_end, country_end, trap_hits, trap_score, request_rate, packed)
+local function evaluate(tracing, text, proto, path, user_agent, method_end, proto_end, host_end,
+                        path_end, uri_end, agent_end, ip_end, key_end, org_end, country_end,
+                        trap_hits, trap_score, request_rate, packed)
   blob, headers_from = text, country_end + 1
   ends[0], ends[1], ends[2], ends[3], ends[4], ends[5] = 0, method_end, proto_end, host_end, path_end, uri_end
   ends[6], ends[7], ends[8], ends[9], ends[10] = agent_end, ip_end, key_end, org_end, country_end
   present = packed
   request.method, request.host, request.uri, request.query = nil, nil, nil, nil
   request.ip, request.key, request.asn_org, request.country = nil, nil, nil, nil
-  request.proto = sub(text, method_end + 1, proto_end)
-  request.path = sub(text, host_end + 1, path_end)
-  request.user_agent = sub(text, uri_end + 1, agent_end)
+  request.proto, request.path, request.user_agent = proto, path, user_agent
   request.asn = (packed & 16) ~= 0 and packed >> 5 or nil
   request.trap_hits, request.trap_score, request.request_rate = trap_hits, trap_score, request_rate
   request.rate_limited = (packed & 1) ~= 0
@@ -164,9 +164,12 @@ pub(super) struct Driver {
     tostring: c_int,
 }
 
-/// Stack slots the call needs: the C function and its argument, then the driver and its 16
+/// Arguments of `evaluate`.
+const ARGUMENTS: c_int = 19;
+
+/// Stack slots the call needs: the C function and its argument, then the driver and its
 /// arguments.
-const STACK_NEEDED: c_int = 24;
+const STACK_NEEDED: c_int = ARGUMENTS + 3;
 
 impl Driver {
     /// Keeps `evaluate` (the driver's first function) for calls through the C API.
@@ -253,9 +256,20 @@ unsafe extern "C-unwind" fn push_and_call(state: *mut ffi::lua_State) -> c_int {
     unsafe {
         let call = &*ffi::lua_touserdata(state, 1).cast::<Call>();
         let request = call.request;
+        if ffi::lua_checkstack(state, STACK_NEEDED) == 0 {
+            ffi::luaL_error(state, c"the Lua stack is full".as_ptr());
+        }
         ffi::lua_rawgeti(state, ffi::LUA_REGISTRYINDEX, ffi::lua_Integer::from(call.evaluate));
         ffi::lua_pushboolean(state, c_int::from(request.tracing));
-        ffi::lua_pushlstring(state, request.text.as_ptr().cast(), request.text.len());
+        let text = request.text;
+        ffi::lua_pushlstring(state, text.as_ptr().cast(), text.len());
+        // The fields every default rule reads, pushed whole rather than cut in Lua: proto,
+        // path and User-Agent.
+        let [_, proto_end, host_end, path_end, uri_end, agent_end, ..] = request.ends;
+        for (from, to) in [(request.ends[0], proto_end), (host_end, path_end), (uri_end, agent_end)] {
+            let field = text.as_bytes().get(from..to).unwrap_or_default();
+            ffi::lua_pushlstring(state, field.as_ptr().cast(), field.len());
+        }
         for end in request.ends {
             ffi::lua_pushinteger(state, ffi::lua_Integer::try_from(end).unwrap_or(ffi::lua_Integer::MAX));
         }
@@ -266,7 +280,7 @@ unsafe extern "C-unwind" fn push_and_call(state: *mut ffi::lua_State) -> c_int {
         ffi::lua_pushnumber(state, request.trap_score);
         ffi::lua_pushnumber(state, request.request_rate);
         ffi::lua_pushinteger(state, request.packed);
-        ffi::lua_call(state, 16, 3);
+        ffi::lua_call(state, ARGUMENTS, 3);
     }
     3
 }
