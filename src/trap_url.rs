@@ -3,7 +3,7 @@
 //! Every link on a trap page points at another trap URL such as
 //! `/archive/2019/05/quiet-harbor-letters-winter-garden`. The last three words of the slug are a
 //! tag: 33 bits of SipHash-2-4 of everything before them, keyed from the secret, spelled with a
-//! 2048-word list. (SipHash is a keyed function made for short inputs: a tag costs about a tenth
+//! 2048-word list. (SipHash is a keyed function made for short inputs: a tag costs less than half
 //! of a keyed BLAKE3 hash, and a trap page mints a dozen.)
 //! So a trap URL is recognised by recomputing the tag, with no per-URL state and nothing in the URL
 //! that looks like a token, and a guessed URL passes with probability 2^-33.
@@ -12,7 +12,6 @@
 //! sees one, so asking for it is evidence on its own.
 
 use std::collections::HashMap;
-
 use std::hash::Hasher;
 
 use rand::Rng;

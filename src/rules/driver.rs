@@ -156,11 +156,12 @@ pub(super) struct Outcome {
     pub(super) reason: Option<String>,
 }
 
-/// The driver's `evaluate` in one thread's Lua state, called through the C API.
+/// The driver's `evaluate` and `resume` in one thread's Lua state, called through the C API.
 pub(super) struct Driver {
     state: *mut ffi::lua_State,
-    /// Registry references to `evaluate`, and to `tostring` for error objects.
+    /// Registry references to `evaluate`, `resume`, and `tostring` for error objects.
     evaluate: c_int,
+    resume: c_int,
     tostring: c_int,
 }
 
@@ -172,29 +173,39 @@ const ARGUMENTS: c_int = 19;
 const STACK_NEEDED: c_int = ARGUMENTS + 3;
 
 impl Driver {
-    /// Keeps `evaluate` (the driver's first function) for calls through the C API.
-    pub(super) fn new(lua: &Lua, evaluate: Function) -> mlua::Result<Driver> {
+    /// Keeps the driver's `evaluate` and `resume` for calls through the C API.
+    pub(super) fn new(lua: &Lua, evaluate: Function, resume: Function) -> mlua::Result<Driver> {
         let tostring: Function = lua.globals().get("tostring")?;
-        let (mut state, mut refs) = (std::ptr::null_mut(), [0; 2]);
-        // SAFETY: references the two functions pushed as arguments (popping them). `luaL_ref`
-        // raises only on a memory error, which `exec_raw`'s protected call turns into an `Err`;
-        // this closure owns nothing that needs dropping. `exec_raw` runs on the main state, where
-        // calls from Rust run.
+        let (mut state, mut refs) = (std::ptr::null_mut(), [0; 3]);
+        // SAFETY: references the three functions pushed as arguments (popping them, the last
+        // first). `luaL_ref` raises only on a memory error, which `exec_raw`'s protected call
+        // turns into an `Err`; this closure owns nothing that needs dropping. `exec_raw` runs on
+        // the main state, where calls from Rust run.
         unsafe {
-            lua.exec_raw::<()>((evaluate, tostring), |raw| {
-                refs[1] = ffi::luaL_ref(raw, ffi::LUA_REGISTRYINDEX);
-                refs[0] = ffi::luaL_ref(raw, ffi::LUA_REGISTRYINDEX);
+            lua.exec_raw::<()>((evaluate, resume, tostring), |raw| {
+                for reference in refs.iter_mut().rev() {
+                    *reference = ffi::luaL_ref(raw, ffi::LUA_REGISTRYINDEX);
+                }
                 state = raw;
             })?;
         }
-        Ok(Driver { state, evaluate: refs[0], tostring: refs[1] })
+        let [evaluate, resume, tostring] = refs;
+        Ok(Driver { state, evaluate, resume, tostring })
     }
 
     /// Runs the rules on `request`; on an error, calls `on_error` (which must lift a time-limit
     /// stop, or describing the error would be stopped too) and returns the error's text.
     pub(super) fn evaluate(&self, request: &Request, on_error: impl FnOnce()) -> Result<Outcome, String> {
+        self.call(Call { function: self.evaluate, request: Some(request) }, on_error)
+    }
+
+    /// Runs the rules after the one that failed, on the same request; errors as in `evaluate`.
+    pub(super) fn resume(&self, on_error: impl FnOnce()) -> Result<Outcome, String> {
+        self.call(Call { function: self.resume, request: None }, on_error)
+    }
+
+    fn call(&self, call: Call, on_error: impl FnOnce()) -> Result<Outcome, String> {
         let state = self.state;
-        let call = Call { evaluate: self.evaluate, request };
         // SAFETY: the state belongs to this thread, which is not inside any other Lua call, and
         // the stack is restored to `top` before returning. `push_and_call` gets a pointer to
         // `call`, which outlives the protected call.
@@ -222,8 +233,8 @@ impl Driver {
         }
     }
 
-    /// The text of the error object at `index`, through `tostring` for a non-string (mlua's
-    /// errors from Rust helpers are userdata with a `__tostring`).
+    /// The text of the error object at `index`, through `tostring` for a non-string (a rule may
+    /// raise any value, such as a table with a `__tostring`).
     ///
     /// SAFETY: `index` is the stack's top, with a free slot above it.
     unsafe fn error_text(&self, index: c_int) -> String {
@@ -242,24 +253,28 @@ impl Driver {
     }
 }
 
-/// What `push_and_call` needs, passed as a light userdata.
+/// What `push_and_call` needs, passed as a light userdata: the driver function, and the request
+/// for `evaluate` (`resume` takes none).
 struct Call<'a> {
-    evaluate: c_int,
-    request: &'a Request<'a>,
+    function: c_int,
+    request: Option<&'a Request<'a>>,
 }
 
-/// Pushes the request and calls `evaluate`, inside `Driver::evaluate`'s protected call.
+/// Pushes the request (if any) and calls the driver function, inside `Driver::call`'s protected
+/// call.
 unsafe extern "C-unwind" fn push_and_call(state: *mut ffi::lua_State) -> c_int {
-    // SAFETY: `Driver::evaluate` passes a `Call` that outlives this call, and checked the stack
-    // for the pushes. An error in the driver unwinds (longjmp) past this frame, which owns
-    // nothing that needs dropping.
+    // SAFETY: `Driver::call` passes a `Call` that outlives this call. An error in the driver
+    // unwinds (longjmp) past this frame, which owns nothing that needs dropping.
     unsafe {
         let call = &*ffi::lua_touserdata(state, 1).cast::<Call>();
-        let request = call.request;
         if ffi::lua_checkstack(state, STACK_NEEDED) == 0 {
             ffi::luaL_error(state, c"the Lua stack is full".as_ptr());
         }
-        ffi::lua_rawgeti(state, ffi::LUA_REGISTRYINDEX, ffi::lua_Integer::from(call.evaluate));
+        ffi::lua_rawgeti(state, ffi::LUA_REGISTRYINDEX, ffi::lua_Integer::from(call.function));
+        let Some(request) = call.request else {
+            ffi::lua_call(state, 0, 3);
+            return 3;
+        };
         ffi::lua_pushboolean(state, c_int::from(request.tracing));
         let text = request.text;
         ffi::lua_pushlstring(state, text.as_ptr().cast(), text.len());

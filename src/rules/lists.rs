@@ -325,26 +325,26 @@ pub struct PathList {
 
 impl PathList {
     fn insert(&mut self, pattern: &str, label: &str) -> Result<(), String> {
-        let label = label.to_string();
-        let (kind, fixed) = match (pattern.strip_prefix('*'), pattern.strip_suffix('*')) {
-            (Some(_), Some(_)) => {
-                return Err(format!("`{pattern}`: a `*` may start or end a pattern, not both"));
-            }
-            (Some(suffix), None) => (&mut self.suffixes, suffix),
-            (None, Some(prefix)) => (&mut self.prefixes, prefix),
-            (None, None) if !pattern.starts_with('/') => {
-                return Err(format!("`{pattern}`: a path pattern starts with `/` or `*`"));
-            }
-            (None, None) if !pattern.contains('*') => {
-                self.exact.insert(pattern.as_bytes().to_vec(), label);
-                return Ok(());
-            }
-            (None, None) => (&mut self.prefixes, pattern),
-        };
+        let suffix = pattern.strip_prefix('*');
+        let prefix = pattern.strip_suffix('*');
+        let fixed = suffix.or(prefix).unwrap_or(pattern);
+        if suffix.is_some() && prefix.is_some() {
+            return Err(format!("`{pattern}`: a `*` may start or end a pattern, not both"));
+        }
         if fixed.contains('*') {
             return Err(format!("`{pattern}`: a `*` may only start or end a pattern"));
         }
-        kind.push((fixed.as_bytes().to_vec(), label));
+        if suffix.is_none() && !pattern.starts_with('/') {
+            return Err(format!("`{pattern}`: a path pattern starts with `/` or `*`"));
+        }
+        let entry = (fixed.as_bytes().to_vec(), label.to_string());
+        match (suffix, prefix) {
+            (Some(_), _) => self.suffixes.push(entry),
+            (_, Some(_)) => self.prefixes.push(entry),
+            _ => {
+                self.exact.insert(entry.0, entry.1);
+            }
+        }
         Ok(())
     }
 
@@ -504,6 +504,11 @@ mod tests {
         );
         let err = List::parse("paths.txt", "/a\n*b*\n").err().unwrap();
         assert!(err.to_string().contains("line 2"), "{err}");
+        let err = List::parse("paths.txt", "/a\nfeeds/*\n").err().unwrap();
+        assert_eq!(
+            err.to_string(),
+            "rules list paths.txt, line 2: `feeds/*`: a path pattern starts with `/` or `*`"
+        );
     }
 
     #[test]

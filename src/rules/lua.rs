@@ -1,5 +1,5 @@
-//! The Lua side of the rules: a sandboxed Lua 5.4 state per worker thread, the read-only request
-//! view scripts see, and the helpers written in Rust.
+//! The Lua side of the rules: a sandboxed Lua 5.4 state per worker thread, built with the helpers
+//! (`helpers.rs`) and the driver (`driver.rs`), and the request's text handed to the driver.
 //!
 //! Sandbox: only the `table`, `string`, `math` and `utf8` libraries, without `load`, `dofile`,
 //! `loadfile`, `require`, `collectgarbage`, `print`, `rawset` or `string.dump`. Limits: the
@@ -32,11 +32,10 @@ struct ThreadRules {
     lua: Lua,
     /// Rule names, in order.
     names: Vec<Arc<str>>,
-    /// The driver, which runs every rule in one call; the functions that handle a rule's
-    /// failure, and the one that returns the trace (see `driver::SOURCE`).
+    /// The driver, which runs every rule in one call; the functions that record a rule's
+    /// failure and return the trace (see `driver::SOURCE`).
     driver: Driver,
     failed: Function,
-    resume: Function,
     last_trace: Function,
     /// The lists the helpers in `lua` point at.
     _lists: Vec<Arc<List>>,
@@ -111,31 +110,19 @@ fn run(
                 Err(message) => clean_message(&message),
             };
             let index = state.failed.call::<usize>(message.as_str()).unwrap_or(0);
-            let Some(rule) = state.names.get(index.wrapping_sub(1)).cloned() else {
-                tracing::warn!(error = %message, script = %compiled.name, "rules failed");
-                break failed(compiled.fail, &Arc::from("rules"), &message);
-            };
+            // An error outside any rule (0) leaves nothing to resume at.
+            let rule = state.names.get(index.wrapping_sub(1)).cloned();
+            let resumable = rule.is_some() && compiled.fail == FailMode::Open;
+            let rule = rule.unwrap_or_else(|| Arc::from("rules"));
             tracing::warn!(rule = &*rule, error = %message, script = %compiled.name, "rule failed");
             failures.push((rule.clone(), message.clone()));
-            if compiled.fail == FailMode::Closed {
-                break failed(FailMode::Closed, &rule, &message);
+            if !resumable {
+                break failed(compiled.fail, &rule, &message);
             }
-            result = state
-                .resume
-                .call::<(usize, u8, Option<mlua::LuaString>)>(())
-                .map(|(index, code, reason)| Outcome {
-                    index,
-                    code,
-                    reason: reason.map(|r| r.to_string_lossy()),
-                })
-                .map_err(|error| {
-                    running.restart();
-                    error_message(&error)
-                });
+            result = state.driver.resume(|| running.restart());
         };
-        if !failures.is_empty() {
-            decision.failures = failures;
-        }
+        // Every failure of the evaluation, not only the last.
+        decision.failures = failures;
         if let Some(trace) = trace {
             let table = state.last_trace.call::<Option<Table>>(()).ok().flatten();
             trace.extend(
@@ -283,7 +270,7 @@ fn build(compiled: &Compiled) -> Result<ThreadRules, RulesError> {
             .map_err(script_error)?;
     let watch = Registration::new(&lua).map_err(RulesError::Script)?;
     let running = watch.start(compiled.limits.time * SETUP_LIMIT_FACTOR);
-    let Prepared { names, driver, failed, resume, last_trace, lists } = prepare(&lua, compiled)?;
+    let Prepared { names, driver, failed, last_trace, lists } = prepare(&lua, compiled)?;
     drop(running);
     Ok(ThreadRules {
         generation: compiled.generation,
@@ -291,7 +278,6 @@ fn build(compiled: &Compiled) -> Result<ThreadRules, RulesError> {
         names,
         driver,
         failed,
-        resume,
         last_trace,
         _lists: lists,
         watch,
@@ -305,7 +291,6 @@ struct Prepared {
     lists: Vec<Arc<List>>,
     driver: Driver,
     failed: Function,
-    resume: Function,
     last_trace: Function,
 }
 
@@ -353,8 +338,8 @@ fn prepare(lua: &Lua, compiled: &Compiled) -> Result<Prepared, RulesError> {
         .set_name("=quagmire rule driver")
         .call((checks, tostring, type_of, setmetatable, error))
         .map_err(script_error)?;
-    let driver = Driver::new(lua, evaluate).map_err(script_error)?;
-    Ok(Prepared { names, driver, failed, resume, last_trace, lists })
+    let driver = Driver::new(lua, evaluate, resume).map_err(script_error)?;
+    Ok(Prepared { names, driver, failed, last_trace, lists })
 }
 
 /// Removes what could read files, load code or inspect the host from the globals, and refuses

@@ -219,10 +219,10 @@ fn browser(request: reqwest::RequestBuilder) -> reqwest::RequestBuilder {
         .header("sec-fetch-site", "none")
 }
 
-/// Whether a response body is a trap page rather than the origin's (which is "origin METHOD
-/// PATH"; the word "origin" itself may well occur in a trap page's prose).
+/// Whether a response body is a trap page rather than the origin's, which is "origin METHOD
+/// PATH". (Not "contains no `origin`": the word may well occur in a trap page's prose.)
 fn is_trap_page(body: &str) -> bool {
-    body.starts_with("<!DOCTYPE html>") && !body.starts_with("origin ")
+    body.starts_with("<!DOCTYPE html>")
 }
 
 /// Runs every check of the issue against one proxy in one mode.
