@@ -21,7 +21,7 @@ fn pages(c: &mut Criterion) {
     let sample = generator.page("example.org", "/sample");
     let mut group = c.benchmark_group("page");
     group.throughput(Throughput::Bytes(sample.len() as u64));
-    let mut out = String::with_capacity(16 * 1024);
+    let mut out = Vec::with_capacity(16 * 1024);
     // Two URLs over and over: the pages' share of the model stays in cache (the best case).
     let mut n = 0u64;
     group.bench_function("8KB_same_two_urls", |b| {

@@ -16,7 +16,7 @@ fn main() {
     let chain = Chain::train(&text, 2).expect("the embedded corpus trains");
     let settings = PageSettings { min_bytes: 8192, max_bytes: 8192, min_links: 8, max_links: 15 };
     let generator = Generator::new(chain, TrapUrls::new(b"profile"), settings, b"profile");
-    let mut out = String::with_capacity(16 * 1024);
+    let mut out = Vec::with_capacity(16 * 1024);
     let mut total = 0;
     let mut path = String::new();
     let started = std::time::Instant::now();

@@ -7,6 +7,7 @@
 
 pub mod html;
 pub mod markov;
+mod prefetch;
 
 use rand::SeedableRng;
 use rand_pcg::Pcg64Mcg;
@@ -45,13 +46,14 @@ impl Generator {
 
     /// The page for `host` and `path` (path may carry a query string, which takes part).
     pub fn page(&self, host: &str, path: &str) -> String {
-        let mut out = String::with_capacity(self.settings.max_bytes + 2048);
+        let mut out = Vec::with_capacity(self.settings.max_bytes + 2048);
         self.write_page(&mut out, host, path);
-        out
+        // The page is built from whole corpus words and ASCII markup, so this never copies.
+        String::from_utf8(out).unwrap_or_else(|error| String::from_utf8_lossy(error.as_bytes()).into_owned())
     }
 
-    /// Appends the page for `host` and `path` to `out`.
-    pub fn write_page(&self, out: &mut String, host: &str, path: &str) {
+    /// Appends the page for `host` and `path` to `out` as UTF-8.
+    pub fn write_page(&self, out: &mut Vec<u8>, host: &str, path: &str) {
         let host = site_host(host);
         let mut site_rng = Pcg64Mcg::from_seed(self.seed(host, None));
         let words = self.urls.words();

@@ -8,20 +8,38 @@ pub fn below<R: Rng + ?Sized>(rng: &mut R, n: usize) -> usize {
     ((rng.next_u32() as u64 * n as u64) >> 32) as usize
 }
 
-/// Appends `value` zero-padded to `width` digits, without going through `fmt`.
-pub fn push_number(out: &mut String, value: usize, width: usize) {
-    let mut digits = [b'0'; 20];
-    let mut len = 0;
-    let mut rest = value;
-    while rest > 0 || len == 0 {
-        digits[len] = b'0' + (rest % 10) as u8;
-        rest /= 10;
-        len += 1;
+/// A number in decimal, zero-padded, formatted on the stack.
+pub struct Decimal {
+    digits: [u8; 20],
+    start: usize,
+}
+
+impl Decimal {
+    /// `value` zero-padded to `width` digits (at most 20, which any `usize` fits).
+    pub fn new(value: usize, width: usize) -> Self {
+        let mut digits = [b'0'; 20];
+        let mut start = digits.len();
+        let mut rest = value;
+        while rest > 0 || start == digits.len() {
+            start -= 1;
+            digits[start] = b'0' + (rest % 10) as u8;
+            rest /= 10;
+        }
+        Decimal { digits, start: start.min(digits.len() - width.min(digits.len())) }
     }
-    for _ in len..width {
-        out.push('0');
+
+    /// The digits.
+    pub fn as_bytes(&self) -> &[u8] {
+        &self.digits[self.start..]
     }
-    for &digit in digits[..len].iter().rev() {
-        out.push(digit as char);
+
+    /// The digits as text.
+    pub fn as_str(&self) -> &str {
+        std::str::from_utf8(self.as_bytes()).unwrap_or_default()
     }
+}
+
+/// Appends `value` zero-padded to `width` digits.
+pub fn push_number(out: &mut Vec<u8>, value: usize, width: usize) {
+    out.extend_from_slice(Decimal::new(value, width).as_bytes());
 }

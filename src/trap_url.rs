@@ -106,40 +106,40 @@ impl TrapUrls {
     }
 
     /// Writes a fresh trap URL path (starting with `/`) to `out`, chosen by `rng`.
-    pub fn mint<R: Rng + ?Sized>(&self, rng: &mut R, out: &mut String) {
+    pub fn mint<R: Rng + ?Sized>(&self, rng: &mut R, out: &mut Vec<u8>) {
         let start = out.len();
-        out.push('/');
-        out.push_str(SECTIONS[below(rng, SECTIONS.len())]);
-        out.push('/');
+        out.push(b'/');
+        out.extend_from_slice(SECTIONS[below(rng, SECTIONS.len())].as_bytes());
+        out.push(b'/');
         match below(rng, 4) {
             0 => {}
             1 => {
-                out.push_str(&self.words[below(rng, WORD_COUNT)]);
-                out.push('/');
+                out.extend_from_slice(self.words[below(rng, WORD_COUNT)].as_bytes());
+                out.push(b'/');
             }
             _ => {
                 push_number(out, 2008 + below(rng, 18), 4);
-                out.push('/');
+                out.push(b'/');
                 push_number(out, 1 + below(rng, 12), 2);
-                out.push('/');
+                out.push(b'/');
             }
         }
         // One to three free words make the slug read naturally and give each prefix many URLs.
         for _ in 0..1 + below(rng, 3) {
-            out.push_str(&self.words[below(rng, WORD_COUNT)]);
-            out.push('-');
+            out.extend_from_slice(self.words[below(rng, WORD_COUNT)].as_bytes());
+            out.push(b'-');
         }
         let tag = self.tag(&out[start..]);
         for (i, word_index) in tag.iter().enumerate() {
             if i > 0 {
-                out.push('-');
+                out.push(b'-');
             }
-            out.push_str(&self.words[*word_index as usize]);
+            out.extend_from_slice(self.words[*word_index as usize].as_bytes());
         }
         // Some sites end pages with a slash or `.html`; the check accepts both.
         match below(rng, 6) {
-            0 => out.push('/'),
-            1 => out.push_str(".html"),
+            0 => out.push(b'/'),
+            1 => out.extend_from_slice(b".html"),
             _ => {}
         }
     }
@@ -167,13 +167,13 @@ impl TrapUrls {
             }
             cut = word_start - 1;
         }
-        self.tag(&path[..cut + 1]) == tag
+        self.tag(&path.as_bytes()[..cut + 1]) == tag
     }
 
     /// The tag words for `prefix` (everything in the path before the tag, ending in `-`).
-    fn tag(&self, prefix: &str) -> [u16; TAG_WORDS] {
+    fn tag(&self, prefix: &[u8]) -> [u16; TAG_WORDS] {
         let mut hasher = SipHasher24::new_with_key(&self.key);
-        hasher.write(prefix.as_bytes());
+        hasher.write(prefix);
         let bits = hasher.finish();
         let mask = (1u64 << WORD_BITS) - 1;
         std::array::from_fn(|i| ((bits >> (WORD_BITS * i as u32)) & mask) as u16)

@@ -31,7 +31,7 @@ const TAIL_BYTES_PER_LINK: usize = 110;
 const TAIL_BYTES_FIXED: usize = 320;
 
 /// Sentences walked side by side.
-const LANES: usize = 8;
+const LANES: usize = 16;
 /// The longest sentence, in words.
 const MAX_SENTENCE_WORDS: usize = 60;
 
@@ -60,11 +60,15 @@ pub(super) struct PageWriter<'a, R: Rng> {
     pub(super) urls: &'a TrapUrls,
     pub(super) settings: &'a PageSettings,
     pub(super) rng: R,
-    pub(super) out: &'a mut String,
+    pub(super) out: &'a mut Vec<u8>,
     pub(super) walks: Walks,
 }
 
-impl<R: Rng> PageWriter<'_, R> {
+impl<R: Rng + Clone> PageWriter<'_, R> {
+    fn push(&mut self, text: &str) {
+        self.out.extend_from_slice(text.as_bytes());
+    }
+
     /// Writes the whole page. `site` is the site's display name words.
     pub(super) fn write(mut self, site: [&str; 2]) {
         let settings = self.settings;
@@ -77,32 +81,32 @@ impl<R: Rng> PageWriter<'_, R> {
         let related_links = links - nav_links - footer_links;
         let start = self.out.len();
 
-        self.out.push_str(
+        self.push(
             "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n\
              <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n<title>",
         );
         let title_start = self.chain.sentence_start(&mut self.rng);
         let title_words = 4 + below(&mut self.rng, 6);
         self.heading(title_start, title_words);
-        self.out.push_str(" | ");
+        self.push(" | ");
         self.site_name(site);
-        self.out.push_str("</title>\n<meta name=\"description\" content=\"");
+        self.push("</title>\n<meta name=\"description\" content=\"");
         self.sentence(40);
-        self.out.push_str(
+        self.push(
             "\">\n<style>body{max-width:44rem;margin:0 auto;padding:1rem;font:17px/1.6 Georgia,serif;\
              color:#222}header,footer{font-family:sans-serif}nav a{margin-right:1em}\
              .meta{color:#666}</style>\n</head>\n<body>\n<header>\n<p class=\"site\">",
         );
         self.site_name(site);
-        self.out.push_str("</p>\n<nav>");
+        self.push("</p>\n<nav>");
         for _ in 0..nav_links {
             self.section_link();
         }
-        self.out.push_str("</nav>\n</header>\n<main>\n<article>\n<h1>");
+        self.push("</nav>\n</header>\n<main>\n<article>\n<h1>");
         self.heading(title_start, title_words);
-        self.out.push_str("</h1>\n<p class=\"meta\">Posted ");
+        self.push("</h1>\n<p class=\"meta\">Posted ");
         self.date();
-        self.out.push_str("</p>\n");
+        self.push("</p>\n");
 
         let tail = TAIL_BYTES_FIXED + TAIL_BYTES_PER_LINK * (related_links + footer_links);
         let body_end = target.saturating_sub(tail);
@@ -117,102 +121,75 @@ impl<R: Rng> PageWriter<'_, R> {
                 0 => self.list(),
                 1 => self.quote(),
                 _ if since_heading >= 3 && below(&mut self.rng, 2) == 0 => {
-                    self.out.push_str("<h2>");
+                    self.push("<h2>");
                     let at = self.chain.sentence_start(&mut self.rng);
                     let words = 3 + below(&mut self.rng, 5);
                     self.heading(at, words);
-                    self.out.push_str("</h2>\n");
+                    self.push("</h2>\n");
                     since_heading = 0;
                 }
                 _ => {}
             }
         }
-        self.out.push_str("</article>\n");
+        self.push("</article>\n");
         if related_links > 0 {
-            self.out.push_str("<aside>\n<h2>Related</h2>\n<ul>\n");
+            self.push("<aside>\n<h2>Related</h2>\n<ul>\n");
             for _ in 0..related_links {
-                self.out.push_str("<li>");
+                self.push("<li>");
                 self.article_link();
-                self.out.push_str("</li>\n");
+                self.push("</li>\n");
             }
-            self.out.push_str("</ul>\n</aside>\n");
+            self.push("</ul>\n</aside>\n");
         }
-        self.out.push_str("</main>\n<footer>\n<p>&copy; ");
+        self.push("</main>\n<footer>\n<p>&copy; ");
         push_number(self.out, 2026 - below(&mut self.rng, 3), 4);
-        self.out.push(' ');
+        self.out.push(b' ');
         self.site_name(site);
-        self.out.push_str("</p>\n<nav>");
+        self.push("</p>\n<nav>");
         for _ in 0..footer_links {
             self.section_link();
         }
-        self.out.push_str("</nav>\n</footer>\n</body>\n</html>\n");
+        self.push("</nav>\n</footer>\n</body>\n</html>\n");
     }
 
     /// A paragraph of two to six sentences.
     fn paragraph(&mut self) {
-        self.out.push_str("<p>");
+        self.push("<p>");
         let sentences = 2 + below(&mut self.rng, 5);
         for i in 0..sentences {
             if i > 0 {
-                self.out.push(' ');
+                self.out.push(b' ');
             }
             self.sentence(60);
         }
-        self.out.push_str("</p>\n");
+        self.push("</p>\n");
     }
 
     /// A bulleted list of three to six one-sentence items.
     fn list(&mut self) {
-        self.out.push_str("<ul>\n");
+        self.push("<ul>\n");
         for _ in 0..3 + below(&mut self.rng, 4) {
-            self.out.push_str("<li>");
+            self.push("<li>");
             self.sentence(30);
-            self.out.push_str("</li>\n");
+            self.push("</li>\n");
         }
-        self.out.push_str("</ul>\n");
+        self.push("</ul>\n");
     }
 
     fn quote(&mut self) {
-        self.out.push_str("<blockquote><p>");
+        self.push("<blockquote><p>");
         self.sentence(45);
-        self.out.push_str("</p></blockquote>\n");
+        self.push("</p></blockquote>\n");
     }
 
-    /// Refills the pool: `LANES` sentences from fresh sentence starts, one step of each in turn,
-    /// each ending where the chain ends a sentence or at `MAX_SENTENCE_WORDS`.
+    /// Refills the pool with `LANES` fresh sentences.
     fn walk_sentences(&mut self) {
-        let mut at = [self.chain.sentence_start(&mut self.rng); LANES];
-        for lane in at.iter_mut().skip(1) {
-            *lane = self.chain.sentence_start(&mut self.rng);
-        }
-        let walks = &mut self.walks;
-        walks.next = 0;
-        // The lanes still walking, first `walking` of them: an ended lane is swapped out, so a
-        // step visits only live lanes (the longest of eight sentences is often twice the mean).
-        let mut live: [usize; LANES] = std::array::from_fn(|lane| lane);
-        let mut walking = LANES;
-        let mut step = 0;
-        while walking > 0 {
-            let mut i = 0;
-            while i < walking {
-                let lane = live[i];
-                let word = at[lane].word_id();
-                walks.words[lane][step] = word;
-                if step + 1 == MAX_SENTENCE_WORDS || self.chain.ends_sentence(word) {
-                    walks.lens[lane] = step + 1;
-                    walking -= 1;
-                    live[i] = live[walking];
-                } else {
-                    at[lane] = self.chain.step(at[lane], &mut self.rng);
-                    i += 1;
-                }
-            }
-            step += 1;
-        }
+        self.chain.walk_sentences(&mut self.rng, &mut self.walks.words, &mut self.walks.lens);
+        self.walks.next = 0;
     }
 
     /// Writes the pool's next sentence, cut at `max_words` (at most `MAX_SENTENCE_WORDS`) and
-    /// then closed with a full stop.
+    /// then closed with a full stop. Its first word is a sentence start, so already capitalised.
     fn sentence(&mut self, max_words: usize) {
         if self.walks.next == LANES {
             self.walk_sentences();
@@ -220,23 +197,24 @@ impl<R: Rng> PageWriter<'_, R> {
         let lane = self.walks.next;
         self.walks.next += 1;
         let len = self.walks.lens[lane].min(max_words);
-        for i in 0..len {
-            let word = self.chain.word_by_id(self.walks.words[lane][i]);
-            let cut = i + 1 == max_words && !word.ends_sentence;
-            if i > 0 && !cut && !word.needs_escape {
-                // Most words: the space and the word in one copy.
-                self.out.push_str(word.spaced);
-                continue;
+        let Some((&last, words)) = self.walks.words[lane][..len].split_last() else {
+            return;
+        };
+        if let Some((&first, middle)) = words.split_first() {
+            self.chain.push_html(self.out, first, false, false);
+            self.chain.push_run(self.out, middle);
+        }
+        let cut = len == max_words && !self.chain.ends_sentence(last);
+        if !self.chain.push_html(self.out, last, len > 1, cut) {
+            // A cut word that escaping changes: cut its raw text and escape that.
+            if len > 1 {
+                self.out.push(b' ');
             }
-            if i > 0 {
-                self.out.push(' ');
-            }
-            if cut {
-                self.word(word.text.trim_end_matches(|c: char| !c.is_alphanumeric()), i == 0);
-                self.out.push('.');
-            } else {
-                self.corpus_word(word.text, word.needs_escape, i == 0);
-            }
+            let text = self.chain.word_by_id(last).text;
+            self.word(text.trim_end_matches(|c: char| !c.is_alphanumeric()), len == 1);
+        }
+        if cut {
+            self.out.push(b'.');
         }
     }
 
@@ -255,7 +233,7 @@ impl<R: Rng> PageWriter<'_, R> {
             let text = bare(word.text);
             if !text.is_empty() {
                 if written > 0 {
-                    self.out.push(' ');
+                    self.out.push(b' ');
                 }
                 // Trimming punctuation adds no character that needs escaping.
                 self.corpus_word(text, word.needs_escape, written == 0);
@@ -274,10 +252,10 @@ impl<R: Rng> PageWriter<'_, R> {
         if needs_escape || (capitalise && !text.starts_with(|c: char| c.is_ascii())) {
             self.word(text, capitalise);
         } else if capitalise && let Some(rest) = text.get(1..) {
-            self.out.push(text.as_bytes()[0].to_ascii_uppercase() as char);
-            self.out.push_str(rest);
+            self.out.push(text.as_bytes()[0].to_ascii_uppercase());
+            self.push(rest);
         } else {
-            self.out.push_str(text);
+            self.push(text);
         }
     }
 
@@ -295,43 +273,46 @@ impl<R: Rng> PageWriter<'_, R> {
 
     /// A navigation link labelled with the section its URL lives in.
     fn section_link(&mut self) {
-        self.out.push_str("<a href=\"");
+        self.push("<a href=\"");
         let url_start = self.out.len();
         self.urls.mint(&mut self.rng, self.out);
-        let section_end = self.out[url_start + 1..].find('/').map_or(self.out.len(), |i| url_start + 1 + i);
-        self.out.push_str("\">");
+        let section_end = self.out[url_start + 1..]
+            .iter()
+            .position(|&b| b == b'/')
+            .map_or(self.out.len(), |i| url_start + 1 + i);
+        self.push("\">");
         // The section is ASCII lowercase from a fixed list; capitalise its first letter.
         let label_start = self.out.len();
         self.out.extend_from_within(url_start + 1..section_end);
-        if let Some(first) = self.out[label_start..].chars().next() {
-            let upper = first.to_ascii_uppercase();
-            self.out.replace_range(label_start..label_start + 1, upper.encode_utf8(&mut [0; 4]));
+        if let Some(first) = self.out.get_mut(label_start) {
+            first.make_ascii_uppercase();
         }
-        self.out.push_str("</a>");
+        self.push("</a>");
     }
 
     /// A link to another "article", labelled like a headline.
     fn article_link(&mut self) {
-        self.out.push_str("<a href=\"");
+        self.push("<a href=\"");
         self.urls.mint(&mut self.rng, self.out);
-        self.out.push_str("\">");
+        self.push("\">");
         let at = self.chain.sentence_start(&mut self.rng);
         let words = 3 + below(&mut self.rng, 6);
         self.heading(at, words);
-        self.out.push_str("</a>");
+        self.push("</a>");
     }
 
     fn date(&mut self) {
-        self.out.push_str(MONTHS[below(&mut self.rng, 12)]);
-        self.out.push(' ');
+        let month = MONTHS[below(&mut self.rng, 12)];
+        self.push(month);
+        self.out.push(b' ');
         push_number(self.out, 1 + below(&mut self.rng, 28), 1);
-        self.out.push_str(", ");
+        self.push(", ");
         push_number(self.out, 2009 + below(&mut self.rng, 17), 4);
     }
 
     fn site_name(&mut self, site: [&str; 2]) {
         self.word(site[0], true);
-        self.out.push(' ');
+        self.out.push(b' ');
         self.word(site[1], true);
     }
 }
@@ -362,24 +343,25 @@ fn is_function_word(word: &str) -> bool {
 
 /// Appends `text` with `&`, `<`, `>`, `"` and `'` escaped for HTML text and attribute values.
 #[inline]
-pub fn push_escaped(out: &mut String, text: &str) {
+pub fn push_escaped(out: &mut Vec<u8>, text: &str) {
+    let text = text.as_bytes();
     let mut clean_from = 0;
-    for (i, byte) in text.bytes().enumerate() {
-        let entity = match byte {
-            b'&' => "&amp;",
-            b'<' => "&lt;",
-            b'>' => "&gt;",
-            b'"' => "&quot;",
-            b'\'' => "&#39;",
+    for (i, &byte) in text.iter().enumerate() {
+        let entity: &[u8] = match byte {
+            b'&' => b"&amp;",
+            b'<' => b"&lt;",
+            b'>' => b"&gt;",
+            b'"' => b"&quot;",
+            b'\'' => b"&#39;",
             _ => continue,
         };
-        out.push_str(&text[clean_from..i]);
-        out.push_str(entity);
+        out.extend_from_slice(&text[clean_from..i]);
+        out.extend_from_slice(entity);
         clean_from = i + 1;
     }
-    out.push_str(&text[clean_from..]);
+    out.extend_from_slice(&text[clean_from..]);
 }
 
-fn push_escaped_char(out: &mut String, c: char) {
+fn push_escaped_char(out: &mut Vec<u8>, c: char) {
     push_escaped(out, c.encode_utf8(&mut [0; 4]));
 }

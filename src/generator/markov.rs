@@ -1,11 +1,15 @@
-//! A word-level Markov chain of order ≥ 2, stored as flat arrays over the corpus itself.
+//! A word-level Markov chain of order ≥ 2, stored as one flat array of 8-byte cells.
 //!
-//! The state after a word is the last `order` words. Instead of a map from states to successor
-//! lists, every corpus position `p` knows how to continue: if its state occurs once in the corpus,
-//! the next word is simply the one at `p + 1` (most states, and a sequential read); otherwise `p`
-//! points at a group listing every position where its state occurs, and a uniformly chosen one of
-//! them gives the next word. That is the same distribution as a transition table, built with one
-//! sort, and a step costs two or three array reads and no hashing or allocation.
+//! The state after a word is the last `order` words. Training sorts the corpus positions by
+//! their state, so the positions that share a state form a run, and the words that follow them
+//! are that state's possible next words, each as often as the corpus has it: the same
+//! distribution as a transition table.
+//!
+//! The model keeps, for every corpus word, one cell: the word, and the run of the state that
+//! ends at it (where the walk may go next). The cells are stored in run order, so the cells a
+//! state may continue with are contiguous. A step reads the current cell and picks a uniformly
+//! random cell from its run: one array, one read per step, no branch on the kind of state, no
+//! hashing, no allocation. A state that occurs once is a run of one.
 //!
 //! The chain is pure: no I/O, no clock; the caller's RNG decides everything.
 
@@ -13,62 +17,71 @@ use std::collections::HashMap;
 
 use rand::Rng;
 
+use super::prefetch::prefetch;
 use crate::numbers::below;
 
-/// `successor[p]` for a state that occurs once: continue at `p + 1`.
-const CONTINUE: u32 = u32::MAX;
-/// `successor[p]` for a state with no continuation anywhere (the end of the corpus).
-const DEAD_END: u32 = u32::MAX - 1;
+/// `Cell::successor` of the last corpus word, which has no next word: the walk restarts at a
+/// sentence start, which costs nothing in quality.
+const DEAD_END: u32 = u32::MAX;
+// Any other `successor` names a run: where it starts in `cells` in the high bits and, in the
+// low `Chain::len_bits` bits, its length; a length of 0 means the run is too long for those
+// bits and the high bits index `long_runs` instead. Runs start below 2^index_bits - 1, so a
+// packed successor never reaches `DEAD_END`.
 
-/// The model: the corpus as cells, the vocabulary, and the groups of repeated states.
+/// The model: the vocabulary and the cells.
 ///
-/// The layout is chosen for cache misses, which dominate generation: a corpus position's token
-/// and successor share one 8-byte cell, a vocabulary entry is one 8-byte record, and a group
-/// holds the positions to continue at, not the positions of the state.
+/// The layout is chosen for cache misses, which dominate generation: a walk step reads one
+/// 8-byte cell, and the vocabulary is read only when a page writes a word.
 pub struct Chain {
-    /// Every distinct token's text, concatenated.
-    vocabulary: String,
-    /// Per vocabulary id: where its text lies in `vocabulary`, and its flags.
+    /// Every distinct token as a page writes it: a space, then the HTML-escaped text, then (for
+    /// the few words that escaping changes) the raw text; `COPY_BYTES` of padding at the end, so
+    /// that a fixed-size copy from any word's start stays in bounds.
+    arena: String,
+    /// Per vocabulary id: where its text lies in `arena`, and its flags.
     words: Vec<WordEntry>,
-    /// Per corpus position.
+    /// One per corpus word after the first `order - 1`, in run order.
     cells: Vec<Cell>,
-    /// Groups laid out as `[header, next, next, ...]`, one per repeated state: the header's
-    /// `index` is the group's length, and each entry is a position to continue at together with
-    /// a copy of its cell, so a branching step reads one entry and not the corpus cell too.
-    groups: Vec<GroupEntry>,
-    /// Positions that begin a sentence (a capitalised word after a sentence end).
+    /// `[start, len]` of the runs too long to pack into a successor.
+    long_runs: Vec<[u32; 2]>,
+    /// Cells whose word begins a sentence (a capitalised word after a sentence end).
     sentence_starts: Vec<u32>,
+    /// How many low bits of a successor hold its run's length.
+    len_bits: u32,
 }
 
-/// One corpus position: its vocabulary id, and `CONTINUE`, `DEAD_END` or an index into `groups`.
+/// One corpus word: its vocabulary id, and the run of the state that ends at it.
 #[derive(Clone, Copy)]
 struct Cell {
+    /// The vocabulary id, with `TOKEN_ENDS_SENTENCE` set for a word that ends a sentence: a walk
+    /// asks that at every step, and the vocabulary is one more table to miss the cache on.
     token: u32,
+    /// `DEAD_END`, or the packed run.
     successor: u32,
-}
-
-/// A position to continue at, with a copy of its cell.
-#[derive(Clone, Copy)]
-struct GroupEntry {
-    index: u32,
-    cell: Cell,
 }
 
 /// One vocabulary entry.
 #[derive(Clone, Copy)]
 struct WordEntry {
+    /// Where the space before the escaped text lies in `arena`.
     start: u32,
+    /// Length of the escaped text.
     len: u16,
     flags: u8,
+    /// For a word that escaping leaves alone, the length without its trailing punctuation (what a
+    /// sentence cut short after it keeps); for one it changes, the length of the raw text that
+    /// follows the escaped text.
+    extra: u8,
 }
+
+/// Bytes a word copy moves at once: every word's space and escaped text up to this long is
+/// copied as one fixed-size move (and the page's length set back), the rest byte-exact.
+pub const COPY_BYTES: usize = 32;
 
 /// A word of the corpus as the generator sees it.
 #[derive(Clone, Copy, Debug)]
 pub struct Word<'a> {
     /// The text, as in the corpus (not escaped).
     pub text: &'a str,
-    /// The text after a space, as running text writes it.
-    pub spaced: &'a str,
     /// Whether it ends a sentence.
     pub ends_sentence: bool,
     /// Whether it holds a character that HTML escaping changes; most words do not.
@@ -76,6 +89,8 @@ pub struct Word<'a> {
 }
 
 const ENDS_SENTENCE: u8 = 1;
+/// The bit of `Cell::token` that copies `ENDS_SENTENCE`; vocabulary ids stay below it.
+const TOKEN_ENDS_SENTENCE: u32 = 1 << 31;
 const STARTS_UPPER: u8 = 2;
 const NEEDS_ESCAPE: u8 = 4;
 
@@ -105,7 +120,7 @@ pub enum ChainError {
 }
 
 const MIN_WORDS: usize = 1000;
-/// Longest word kept, in bytes; it must fit `WordEntry::len`.
+/// Longest word kept, in bytes; it must fit `WordEntry::extra`.
 const MAX_WORD_BYTES: usize = 200;
 const MIN_SENTENCES: usize = 20;
 
@@ -116,81 +131,136 @@ impl Chain {
             return Err(ChainError::Order(order));
         }
         let mut ids: HashMap<&str, u32> = HashMap::new();
-        let mut vocabulary = String::new();
+        let mut arena = String::new();
         let mut words = Vec::new();
         let mut tokens = Vec::new();
         // Longer "words" are not prose (a URL, a run of symbols); leaving them out keeps entries small.
         for word in text.split_whitespace().filter(|word| word.len() <= MAX_WORD_BYTES) {
             let id = *ids.entry(word).or_insert_with(|| {
-                // Each word is stored after a space, so that a word in running text is one copy.
-                vocabulary.push(' ');
-                words.push(WordEntry {
-                    start: vocabulary.len() as u32,
-                    len: word.len() as u16,
-                    flags: word_flags(word),
-                });
-                vocabulary.push_str(word);
+                words.push(arena_entry(&mut arena, word));
                 (words.len() - 1) as u32
             });
             tokens.push(id);
         }
-        if tokens.len() >= u32::MAX as usize - 2 {
+        arena.extend(std::iter::repeat_n(' ', COPY_BYTES));
+        if tokens.len() >= u32::MAX as usize - 2 || words.len() >= TOKEN_ENDS_SENTENCE as usize {
             return Err(ChainError::TooLarge(tokens.len()));
         }
         drop(ids);
 
-        let sentence_starts: Vec<u32> = (1..tokens.len().saturating_sub(order))
-            .filter(|&p| {
-                words[tokens[p - 1] as usize].flags & ENDS_SENTENCE != 0
-                    && words[tokens[p] as usize].flags & STARTS_UPPER != 0
+        // A sentence starts at a capitalised word after a sentence end.
+        let starts: Vec<usize> = (order..tokens.len())
+            .filter(|&q| {
+                words[tokens[q - 1] as usize].flags & ENDS_SENTENCE != 0
+                    && words[tokens[q] as usize].flags & STARTS_UPPER != 0
             })
-            .map(|p| p as u32)
             .collect();
-        if tokens.len() < MIN_WORDS || sentence_starts.len() < MIN_SENTENCES {
+        if tokens.len() < MIN_WORDS || starts.len() < MIN_SENTENCES {
             return Err(ChainError::TooSmall {
                 words: tokens.len(),
-                sentences: sentence_starts.len(),
+                sentences: starts.len(),
                 min_words: MIN_WORDS,
                 min_sentences: MIN_SENTENCES,
             });
         }
-
-        let (successor, items) = successors(&tokens, order);
-        let cells: Vec<Cell> =
-            tokens.iter().zip(successor).map(|(&token, successor)| Cell { token, successor }).collect();
-        let groups = items
-            .into_iter()
-            .map(|item| match item {
-                GroupItem::Header(len) => {
-                    GroupEntry { index: len, cell: Cell { token: 0, successor: DEAD_END } }
-                }
-                GroupItem::Next(index) => GroupEntry { index, cell: cells[index as usize] },
-            })
-            .collect();
-        vocabulary.shrink_to_fit();
-        Ok(Chain { vocabulary, words, cells, groups, sentence_starts })
+        let (cells, cell_of, long_runs, len_bits) = cells(&tokens, &words, order)?;
+        let sentence_starts = starts.into_iter().map(|q| cell_of[q]).collect();
+        arena.shrink_to_fit();
+        Ok(Chain { arena, words, cells, long_runs, sentence_starts, len_bits })
     }
 
     /// A random position whose word begins a sentence.
     #[inline]
     pub fn sentence_start<R: Rng + ?Sized>(&self, rng: &mut R) -> Position {
-        let index = self.sentence_starts[below(rng, self.sentence_starts.len())];
-        Position { index, cell: self.cells[index as usize] }
+        self.position(self.start_cell(rng))
     }
 
     /// The position of the next word after `at`; at a dead end, a fresh sentence start.
     #[inline]
     pub fn step<R: Rng + ?Sized>(&self, at: Position, rng: &mut R) -> Position {
-        match at.cell.successor {
-            CONTINUE => Position { index: at.index + 1, cell: self.cells[at.index as usize + 1] },
-            DEAD_END => self.sentence_start(rng),
-            group => {
-                let group = group as usize;
-                let len = self.groups[group].index as usize;
-                let next = self.groups[group + 1 + below(rng, len)];
-                Position { index: next.index, cell: next.cell }
+        self.position(self.next_cell(at.cell, rng))
+    }
+
+    /// Walks `L` sentences from fresh sentence starts, one step of each in turn, each ending
+    /// where the chain ends a sentence or at `W` words; `lens` gets their lengths.
+    ///
+    /// A walk is a chain of dependent reads, most of which miss the cache on a multi-megabyte
+    /// model. So each step picks the cell its sentence goes to next, prefetches it, and moves on
+    /// to the other sentences; the next round reads the cell, by then usually in cache.
+    pub fn walk_sentences<R: Rng + Clone, const L: usize, const W: usize>(
+        &self,
+        rng: &mut R,
+        words: &mut [[WordId; W]; L],
+        lens: &mut [usize; L],
+    ) {
+        // A local copy of the RNG stays in registers; it is written back at the end.
+        let mut local = rng.clone();
+        let mut pending: [u32; L] = std::array::from_fn(|_| self.start_cell(&mut local));
+        // The lanes still walking are the first `walking` of `live`: an ended lane is swapped
+        // out, so a round visits only live lanes (the longest of the sentences is often twice
+        // the mean).
+        let mut live: [usize; L] = std::array::from_fn(|lane| lane);
+        let mut walking = L;
+        *lens = [W; L];
+        #[expect(clippy::needless_range_loop, reason = "each step writes to several lanes' sentences")]
+        for step in 0..W {
+            let mut i = 0;
+            while i < walking {
+                let lane = live[i % L] % L;
+                let here = self.cell(pending[lane]);
+                words[lane][step] = WordId(here.token & !TOKEN_ENDS_SENTENCE);
+                if here.token & TOKEN_ENDS_SENTENCE != 0 {
+                    lens[lane] = step + 1;
+                    walking -= 1;
+                    live[i % L] = live[walking % L];
+                    continue;
+                }
+                pending[lane] = self.next_cell(here, &mut local);
+                i += 1;
+            }
+            if walking == 0 {
+                break;
             }
         }
+        *rng = local;
+    }
+
+    /// The cell after `cell`, picked by `rng` and prefetched.
+    #[inline(always)]
+    fn next_cell<R: Rng + ?Sized>(&self, cell: Cell, rng: &mut R) -> u32 {
+        let next = match self.run(cell.successor) {
+            Some((start, len)) => start + below(rng, len),
+            None => return self.start_cell(rng),
+        };
+        prefetch(&self.cells, next);
+        next as u32
+    }
+
+    /// A random sentence start's cell, prefetched.
+    #[inline(always)]
+    fn start_cell<R: Rng + ?Sized>(&self, rng: &mut R) -> u32 {
+        let cell = self.sentence_starts.get(below(rng, self.sentence_starts.len())).copied().unwrap_or(0);
+        prefetch(&self.cells, cell as usize);
+        cell
+    }
+
+    /// Where the run that `successor` names lies in `cells`; `None` at a dead end.
+    #[inline(always)]
+    fn run(&self, successor: u32) -> Option<(usize, usize)> {
+        if successor == DEAD_END {
+            return None;
+        }
+        let high = (successor >> self.len_bits) as usize;
+        match (successor & ((1 << self.len_bits) - 1)) as usize {
+            0 => self.long_runs.get(high).map(|&[start, len]| (start as usize, len as usize)),
+            len => Some((high, len)),
+        }
+    }
+
+    #[inline(always)]
+    fn cell(&self, index: u32) -> Cell {
+        // Every cell index the chain hands out is in bounds; the fallback only keeps this total.
+        self.cells.get(index as usize).copied().unwrap_or(Cell { token: 0, successor: DEAD_END })
     }
 
     /// The word at `at`.
@@ -206,24 +276,78 @@ impl Chain {
     }
 
     /// The word with vocabulary id `id`.
-    #[inline(always)]
+    #[inline]
     pub fn word_by_id(&self, id: WordId) -> Word<'_> {
         let entry = self.words[id.0 as usize];
-        let start = entry.start as usize;
+        let escaped = entry.start as usize + 1;
+        let (start, len) = if entry.flags & NEEDS_ESCAPE != 0 {
+            (escaped + entry.len as usize, entry.extra as usize)
+        } else {
+            (escaped, entry.len as usize)
+        };
         Word {
-            text: &self.vocabulary[start..start + entry.len as usize],
-            spaced: &self.vocabulary[start - 1..start + entry.len as usize],
+            text: self.arena.get(start..start + len).unwrap_or_default(),
             ends_sentence: entry.flags & ENDS_SENTENCE != 0,
             needs_escape: entry.flags & NEEDS_ESCAPE != 0,
         }
     }
 
-    /// The position at corpus index `index` (for tests and tools; walks use `step`).
-    pub fn position(&self, index: u32) -> Position {
-        Position { index, cell: self.cells[index as usize] }
+    /// Appends the words `ids` as running text: each escaped and after a space.
+    ///
+    /// The page grows once by the run's exact length (plus a copy's worth of slack), and each
+    /// word is then one `COPY_BYTES` move from the arena: a handful of instructions per word,
+    /// where appending words one by one costs a capacity check and a variable-length copy each.
+    pub fn push_run(&self, out: &mut Vec<u8>, ids: &[WordId]) {
+        let (entries, arena) = (&self.words[..], self.arena.as_bytes());
+        let total: usize =
+            ids.iter().map(|id| entries.get(id.0 as usize).map_or(0, |entry| entry.len as usize + 1)).sum();
+        let start = out.len();
+        out.resize(start + total + COPY_BYTES, 0);
+        let buf = &mut out[start..];
+        let mut pos = 0;
+        for id in ids {
+            let Some(entry) = entries.get(id.0 as usize) else { continue };
+            let (from, len) = (entry.start as usize, entry.len as usize + 1);
+            let block = arena.get(from..).and_then(<[u8]>::first_chunk::<COPY_BYTES>);
+            match (block, buf.get_mut(pos..).and_then(<[u8]>::first_chunk_mut::<COPY_BYTES>)) {
+                (Some(block), Some(to)) if len <= COPY_BYTES => *to = *block,
+                _ => {
+                    if let (Some(text), Some(to)) = (arena.get(from..from + len), buf.get_mut(pos..pos + len))
+                    {
+                        to.copy_from_slice(text);
+                    }
+                }
+            }
+            pos += len;
+        }
+        out.truncate(start + pos);
     }
 
-    /// Corpus length in words.
+    /// Appends word `id` as page text: escaped, after a space when `spaced`, and cut before its
+    /// trailing punctuation when `cut` (a sentence cut short there gets a full stop instead).
+    /// Returns false, writing nothing, for a cut word that escaping changes: cutting its escaped
+    /// text could split an entity, so the caller cuts the raw text.
+    #[inline(always)]
+    pub fn push_html(&self, out: &mut Vec<u8>, id: WordId, spaced: bool, cut: bool) -> bool {
+        let entry = self.words[id.0 as usize];
+        let mut len = entry.len as usize;
+        if cut {
+            if entry.flags & NEEDS_ESCAPE != 0 {
+                return false;
+            }
+            len = entry.extra as usize;
+        }
+        let start = entry.start as usize + usize::from(!spaced);
+        push_copy(out, self.arena.as_bytes(), start, len + usize::from(spaced));
+        true
+    }
+
+    /// The position of cell `index` (`0..len()`; walks use `step`).
+    pub fn position(&self, index: u32) -> Position {
+        Position { index, cell: self.cell(index) }
+    }
+
+    /// Cells in the model: one per corpus word after the first `order - 1`.
     pub fn len(&self) -> usize {
         self.cells.len()
     }
@@ -240,16 +364,16 @@ impl Chain {
 
     /// Approximate heap bytes held by the model.
     pub fn heap_bytes(&self) -> usize {
-        self.vocabulary.capacity()
+        self.arena.capacity()
             + size_of::<WordEntry>() * self.words.capacity()
             + size_of::<Cell>() * self.cells.capacity()
-            + size_of::<GroupEntry>() * self.groups.capacity()
+            + size_of::<[u32; 2]>() * self.long_runs.capacity()
             + 4 * self.sentence_starts.capacity()
     }
 }
 
-/// A position in the corpus (the chain's state is the `order` words ending here), carrying a
-/// copy of its cell so that the walk reads each cell once.
+/// A position of a walk: a cell (the chain's state is the `order` words ending at its word),
+/// with a copy of it so that the walk reads each cell once.
 #[derive(Clone, Copy)]
 pub struct Position {
     index: u32,
@@ -257,7 +381,7 @@ pub struct Position {
 }
 
 impl Position {
-    /// The corpus index, for seeding things that must repeat for the same position.
+    /// The cell's index, for seeding things that must repeat for the same position.
     pub fn index(self) -> u32 {
         self.index
     }
@@ -265,7 +389,13 @@ impl Position {
     /// The vocabulary id of the word here.
     #[inline]
     pub fn word_id(self) -> WordId {
-        WordId(self.cell.token)
+        WordId(self.cell.token & !TOKEN_ENDS_SENTENCE)
+    }
+
+    /// Whether the word here ends a sentence.
+    #[inline]
+    pub fn ends_sentence(self) -> bool {
+        self.cell.token & TOKEN_ENDS_SENTENCE != 0
     }
 }
 
@@ -273,10 +403,37 @@ impl Position {
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct WordId(u32);
 
-/// What `successors` lays out before cells are copied in.
-enum GroupItem {
-    Header(u32),
-    Next(u32),
+/// Appends `word` to the arena (space, escaped text, and the raw text if escaping changed it)
+/// and returns its entry.
+fn arena_entry(arena: &mut String, word: &str) -> WordEntry {
+    let flags = word_flags(word);
+    arena.push(' ');
+    let start = arena.len() - 1;
+    let mut escaped = Vec::with_capacity(word.len());
+    crate::generator::html::push_escaped(&mut escaped, word);
+    arena.push_str(std::str::from_utf8(&escaped).unwrap_or(word));
+    let extra = if flags & NEEDS_ESCAPE != 0 {
+        arena.push_str(word);
+        word.len()
+    } else {
+        word.trim_end_matches(|c: char| !c.is_alphanumeric()).len()
+    };
+    WordEntry { start: start as u32, len: escaped.len() as u16, flags, extra: extra as u8 }
+}
+
+/// Appends `arena[start..start + len]` to `out`: one `COPY_BYTES` move and a truncation when the
+/// arena holds that many bytes from `start` (always, thanks to its padding, for `len` up to
+/// `COPY_BYTES`), which costs a few instructions where a variable-length copy costs a call.
+#[inline(always)]
+fn push_copy(out: &mut Vec<u8>, arena: &[u8], start: usize, len: usize) {
+    let end = out.len() + len;
+    match arena.get(start..).and_then(<[u8]>::first_chunk::<COPY_BYTES>) {
+        Some(chunk) if len <= COPY_BYTES => {
+            out.extend_from_slice(chunk);
+            out.truncate(end);
+        }
+        _ => out.extend_from_slice(arena.get(start..start + len).unwrap_or_default()),
+    }
 }
 
 fn word_flags(word: &str) -> u8 {
@@ -294,17 +451,31 @@ fn word_flags(word: &str) -> u8 {
     flags
 }
 
-/// Builds the successor array and groups: positions sorted by their state, then one pass over
-/// runs of equal states.
-fn successors(tokens: &[u32], order: usize) -> (Vec<u32>, Vec<GroupItem>) {
+/// Builds the cells: positions sorted by their state, so equal states form runs; then for each
+/// corpus word, a cell in that order with the run of its own state. Also returns each word's
+/// cell index (`u32::MAX` for the first `order - 1` words, which have none), the runs too long
+/// to pack, and the packing's length bits.
+#[allow(clippy::type_complexity)]
+fn cells(
+    tokens: &[u32],
+    words: &[WordEntry],
+    order: usize,
+) -> Result<(Vec<Cell>, Vec<u32>, Vec<[u32; 2]>, u32), ChainError> {
     let len = tokens.len();
-    let mut successor = vec![DEAD_END; len];
-    // Only positions with a next word and a full state take part; the rest stay dead ends.
+    // Positions with a full state and a next word; the cell for position p's next word sits at
+    // p's rank in this order, so a run of equal states is a run of cells to continue with.
     let mut positions: Vec<u32> = (order - 1..len - 1).map(|p| p as u32).collect();
     let state = |p: u32| &tokens[p as usize + 1 - order..=p as usize];
     positions.sort_unstable_by(|&a, &b| state(a).cmp(state(b)).then(a.cmp(&b)));
 
-    let mut groups = Vec::new();
+    let index_bits = usize::BITS - positions.len().leading_zeros();
+    if index_bits >= 32 {
+        return Err(ChainError::TooLarge(len));
+    }
+    let len_bits = 32 - index_bits;
+    let mut long_runs = Vec::new();
+    // The run of the state ending at each position (the last word keeps `DEAD_END`).
+    let mut successor = vec![DEAD_END; len];
     let mut run_start = 0;
     while run_start < positions.len() {
         let key = state(positions[run_start]);
@@ -312,23 +483,33 @@ fn successors(tokens: &[u32], order: usize) -> (Vec<u32>, Vec<GroupItem>) {
         while run_end < positions.len() && state(positions[run_end]) == key {
             run_end += 1;
         }
-        let run = &positions[run_start..run_end];
-        if run.len() == 1 {
-            successor[run[0] as usize] = CONTINUE;
+        let run_len = (run_end - run_start) as u32;
+        let packed = if u64::from(run_len) < 1 << len_bits {
+            ((run_start as u32) << len_bits) | run_len
         } else {
-            let group = groups.len() as u32;
-            groups.push(GroupItem::Header(run.len() as u32));
-            groups.extend(run.iter().map(|p| GroupItem::Next(p + 1)));
-            for &p in run {
-                successor[p as usize] = group;
-            }
+            long_runs.push([run_start as u32, run_len]);
+            ((long_runs.len() - 1) as u32) << len_bits
+        };
+        for &p in &positions[run_start..run_end] {
+            successor[p as usize] = packed;
         }
         run_start = run_end;
     }
-    // The last word has no next word of its own, so it stays a dead end and the walk restarts
-    // at a sentence start, which costs nothing in quality.
-    groups.shrink_to_fit();
-    (successor, groups)
+
+    let mut cell_of = vec![u32::MAX; len];
+    let cells = positions
+        .iter()
+        .enumerate()
+        .map(|(index, &p)| {
+            let q = p as usize + 1;
+            cell_of[q] = index as u32;
+            let token = tokens[q];
+            let ends = words[token as usize].flags & ENDS_SENTENCE != 0;
+            Cell { token: token | if ends { TOKEN_ENDS_SENTENCE } else { 0 }, successor: successor[q] }
+        })
+        .collect();
+    long_runs.shrink_to_fit();
+    Ok((cells, cell_of, long_runs, len_bits))
 }
 
 #[cfg(test)]

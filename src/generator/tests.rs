@@ -92,9 +92,9 @@ fn ports_and_ipv6_literals_are_stripped_from_hosts() {
 
 #[test]
 fn escaping_covers_every_special_character() {
-    let mut out = String::new();
+    let mut out = Vec::new();
     html::push_escaped(&mut out, "a<b>&\"c'");
-    assert_eq!(out, "a&lt;b&gt;&amp;&quot;c&#39;");
+    assert_eq!(out, b"a&lt;b&gt;&amp;&quot;c&#39;");
 }
 
 #[test]

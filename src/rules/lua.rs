@@ -21,7 +21,7 @@ use super::lists::List;
 use super::watchdog::Registration;
 use super::{Compiled, Decision, FailMode, RuleOutcome, RulesError, Verdict};
 use crate::facts::Facts;
-use crate::numbers::push_number;
+use crate::numbers::Decimal;
 
 /// Loading a script gets this many times a request's time limit.
 const SETUP_LIMIT_FACTOR: u32 = 10;
@@ -205,7 +205,7 @@ fn push_address(out: &mut String, address: IpAddr) {
                 if index > 0 {
                     out.push('.');
                 }
-                push_number(out, usize::from(octet), 1);
+                out.push_str(Decimal::new(usize::from(octet), 1).as_str());
             }
         }
         IpAddr::V6(v6) => {

@@ -50,24 +50,48 @@ fn every_step_follows_a_transition_seen_in_the_corpus() {
     }
     let chain = Chain::train(&text, 2).unwrap();
     let mut rng = Pcg64Mcg::seed_from_u64(2);
+    let mut previous = None;
     let mut at = chain.sentence_start(&mut rng);
     let mut after_the_cat = HashSet::new();
     for _ in 0..5000 {
         let next = chain.step(at, &mut rng);
-        // The state at a position is the word before it and the word itself.
-        let last = at.index() as usize + 1 == chain.len();
-        if at.index() > 0 && !last {
-            let state = (chain.word(chain.position(at.index() - 1)).text, chain.word(at).text);
-            let allowed = &seen[&state];
-            assert!(allowed.contains(chain.word(next).text), "{state:?} -> {}", chain.word(next).text);
-            if state == ("The", "cat") {
-                after_the_cat.insert(chain.word(next).text);
+        let (word, next_word) = (chain.word(at).text, chain.word(next).text);
+        // A dead end (the corpus's last word) restarts at a sentence start instead.
+        if at.cell.successor == DEAD_END {
+            previous = None;
+            at = next;
+            continue;
+        }
+        if let Some(previous) = previous {
+            let allowed = &seen[&(previous, word)];
+            assert!(allowed.contains(next_word), "({previous}, {word}) -> {next_word}");
+            if (previous, word) == ("The", "cat") {
+                after_the_cat.insert(next_word);
             }
         }
+        previous = Some(word);
         at = next;
     }
     // Branching states really branch: "The cat" is followed by "sat" and "ran".
     assert_eq!(after_the_cat, HashSet::from(["sat", "ran"]));
+}
+
+#[test]
+fn walked_sentences_start_capitalised_and_end_at_a_sentence_end() {
+    let chain = Chain::train(&corpus(), 2).unwrap();
+    let mut rng = Pcg64Mcg::seed_from_u64(4);
+    let mut words = [[WordId::default(); 12]; 4];
+    let mut lens = [0; 4];
+    for _ in 0..50 {
+        chain.walk_sentences(&mut rng, &mut words, &mut lens);
+        for (sentence, &len) in words.iter().zip(&lens) {
+            let text: Vec<&str> = sentence[..len].iter().map(|&id| chain.word_by_id(id).text).collect();
+            assert!(text[0].starts_with(char::is_uppercase), "{text:?}");
+            // Either the chain ended the sentence, or it reached the longest length.
+            assert!(chain.word_by_id(sentence[len - 1]).ends_sentence || len == 12, "{text:?}");
+            assert!(text[..len - 1].iter().all(|word| !word.ends_with(['.', '?', '!'])), "{text:?}");
+        }
+    }
 }
 
 #[test]
@@ -92,11 +116,48 @@ fn the_end_of_the_corpus_restarts_at_a_sentence() {
     let mut text = corpus();
     text.push_str("Unique closing words here");
     let chain = Chain::train(&text, 2).unwrap();
-    let last = chain.position(chain.len() as u32 - 1);
-    assert_eq!(chain.word(last).text, "here");
+    let last =
+        (0..chain.len() as u32).map(|i| chain.position(i)).find(|&at| chain.word(at).text == "here").unwrap();
     let mut rng = Pcg64Mcg::seed_from_u64(3);
-    let next = chain.step(last, &mut rng);
-    assert!(chain.word(next).text.starts_with(char::is_uppercase));
+    for _ in 0..20 {
+        let next = chain.step(last, &mut rng);
+        assert!(chain.word(next).text.starts_with(char::is_uppercase));
+    }
+}
+
+#[test]
+fn runs_too_long_to_pack_walk_the_same_as_packed_ones() {
+    let packed = Chain::train(&corpus(), 2).unwrap();
+    assert!(packed.long_runs.is_empty(), "a small corpus packs every run");
+    // Repack with 4 length bits, so that runs of 16 or more ("The cat" has ~120) are long.
+    let mut long = Chain::train(&corpus(), 2).unwrap();
+    let runs: Vec<_> = long.cells.iter().map(|cell| long.run(cell.successor)).collect();
+    let mut long_runs = Vec::new();
+    for (cell, run) in long.cells.iter_mut().zip(runs) {
+        if let Some((start, len)) = run {
+            cell.successor = if len < 16 {
+                ((start as u32) << 4) | len as u32
+            } else {
+                long_runs.push([start as u32, len as u32]);
+                ((long_runs.len() - 1) as u32) << 4
+            };
+        }
+    }
+    assert!(!long_runs.is_empty());
+    long.long_runs = long_runs;
+    long.len_bits = 4;
+
+    let walk = |chain: &Chain| {
+        let mut rng = Pcg64Mcg::seed_from_u64(9);
+        let mut at = chain.sentence_start(&mut rng);
+        (0..2000)
+            .map(|_| {
+                at = chain.step(at, &mut rng);
+                chain.word(at).text.to_string()
+            })
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(walk(&packed), walk(&long));
 }
 
 #[test]
