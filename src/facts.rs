@@ -3,6 +3,8 @@
 
 use std::net::IpAddr;
 
+use axum::http::HeaderMap;
+
 use crate::client::ClientKey;
 use crate::client_state::History;
 use crate::geo::GeoInfo;
@@ -56,17 +58,23 @@ impl Facts {
 
 /// A request's headers in arrival order, names lowercase, kept in one string: twenty headers are
 /// two allocations rather than forty, on a path that runs for every request.
+///
+/// The string is the headers as text, `name: value\n` each, which is how the rules engine hands
+/// them to scripts, so it copies them whole. A carriage return or newline in a value (HTTP
+/// forbids them; a hand-written request for `explain` may have one) is dropped, since it would
+/// fake a header.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Headers {
     text: String,
-    /// Per header: where its name starts, where its value starts (the name's end), where it ends.
+    /// Per header: where its name starts, where the name ends (`": "` and the value follow),
+    /// and where the value ends (a newline follows).
     spans: Vec<(usize, usize, usize)>,
 }
 
 impl Headers {
     /// Room for `count` headers of `bytes` bytes of names and values in all.
     pub fn with_capacity(count: usize, bytes: usize) -> Self {
-        Headers { text: String::with_capacity(bytes), spans: Vec::with_capacity(count) }
+        Headers { text: String::with_capacity(bytes + 3 * count), spans: Vec::with_capacity(count) }
     }
 
     /// Appends a header; the name is lowercased.
@@ -74,16 +82,43 @@ impl Headers {
         let start = self.text.len();
         self.text.push_str(name);
         self.text[start..].make_ascii_lowercase();
-        let value_start = self.text.len();
-        self.text.push_str(value);
-        self.spans.push((start, value_start, self.text.len()));
+        let name_end = self.text.len();
+        self.text.push_str(": ");
+        if memchr::memchr2(b'\n', b'\r', value.as_bytes()).is_some() {
+            self.text.extend(value.chars().filter(|c| *c != '\n' && *c != '\r'));
+        } else {
+            self.text.push_str(value);
+        }
+        self.spans.push((start, name_end, self.text.len()));
+        self.text.push('\n');
+    }
+
+    /// The headers of an HTTP request as parsed, in order. Their names are lowercase and their
+    /// values hold no newline already (the `http` crate refuses both otherwise), so this copies
+    /// them without checking; a value that is not UTF-8 is decoded lossily.
+    pub fn from_header_map(map: &HeaderMap) -> Self {
+        let bytes = map.iter().map(|(name, value)| name.as_str().len() + value.len()).sum();
+        let mut headers = Headers::with_capacity(map.len(), bytes);
+        for (name, value) in map {
+            let start = headers.text.len();
+            headers.text.push_str(name.as_str());
+            let name_end = headers.text.len();
+            headers.text.push_str(": ");
+            match std::str::from_utf8(value.as_bytes()) {
+                Ok(text) => headers.text.push_str(text),
+                Err(_) => headers.text.push_str(&String::from_utf8_lossy(value.as_bytes())),
+            }
+            headers.spans.push((start, name_end, headers.text.len()));
+            headers.text.push('\n');
+        }
+        headers
     }
 
     /// `(name, value)` pairs in arrival order.
     pub fn iter(&self) -> impl Iterator<Item = (&str, &str)> {
         self.spans
             .iter()
-            .map(|&(start, value_start, end)| (&self.text[start..value_start], &self.text[value_start..end]))
+            .map(|&(start, name_end, end)| (&self.text[start..name_end], &self.text[name_end + 2..end]))
     }
 
     /// The first value of header `name` (any case).
@@ -92,11 +127,15 @@ impl Headers {
         let text = self.text.as_bytes();
         self.spans
             .iter()
-            .find(|&&(start, value_start, _)| {
-                value_start - start == name.len()
-                    && text[start..value_start].eq_ignore_ascii_case(name.as_bytes())
+            .find(|&&(start, name_end, _)| {
+                name_end - start == name.len() && text[start..name_end].eq_ignore_ascii_case(name.as_bytes())
             })
-            .map(|&(_, value_start, end)| &self.text[value_start..end])
+            .map(|&(_, name_end, end)| &self.text[name_end + 2..end])
+    }
+
+    /// All headers as text, `name: value\n` each.
+    pub fn as_text(&self) -> &str {
+        &self.text
     }
 
     /// Number of headers.
@@ -136,5 +175,15 @@ mod tests {
         assert_eq!(headers.get("x-a"), Some(""));
         assert_eq!(headers.get("missing"), None);
         assert_eq!(headers.len(), 3);
+        assert_eq!(headers.as_text(), "accept: text/html\nx-a: \nx-a: second\n");
+    }
+
+    #[test]
+    fn a_newline_in_a_value_cannot_fake_a_header() {
+        let headers: Headers =
+            [("X-Note", "a\r\nx-forwarded-for: 1.2.3.4"), ("accept", "*/*")].into_iter().collect();
+        assert_eq!(headers.get("x-note"), Some("ax-forwarded-for: 1.2.3.4"));
+        assert_eq!(headers.get("x-forwarded-for"), None);
+        assert_eq!(headers.as_text(), "x-note: ax-forwarded-for: 1.2.3.4\naccept: */*\n");
     }
 }

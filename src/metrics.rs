@@ -10,7 +10,7 @@ use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, LazyLock, Mutex};
 use std::time::Duration;
 
-use aho_corasick::AhoCorasick;
+use aho_corasick::{AhoCorasick, AhoCorasickKind};
 use arc_swap::ArcSwap;
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
@@ -396,8 +396,10 @@ pub fn user_agent_family(user_agent: &str) -> &'static str {
 fn looks_like_bot(user_agent: &str) -> bool {
     // Built once: this runs for every verdict.
     static BOT_WORDS: LazyLock<AhoCorasick> = LazyLock::new(|| {
+        // A DFA: a few instructions per byte, where the default (an NFA) costs several times that.
         AhoCorasick::builder()
             .ascii_case_insensitive(true)
+            .kind(Some(AhoCorasickKind::DFA))
             .build(["bot", "crawler", "spider", "headless"])
             .expect("four short patterns compile")
     });

@@ -11,7 +11,7 @@ use std::time::Instant;
 
 use axum::body::Body;
 use axum::extract::{ConnectInfo, Request, State};
-use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
+use axum::http::{HeaderMap, HeaderName, HeaderValue, Method, StatusCode, header};
 use axum::response::Response;
 
 use crate::app::App;
@@ -22,6 +22,12 @@ use crate::verdict::{ForwardedRequest, Judgement, decide};
 
 /// The body of a trap answer in status mode: bland, since stock proxies may show it.
 const TRAP_BODY: &str = "Forbidden\n";
+
+// Built once: inserting by `&str` would parse and validate each name on every answer.
+const VERDICT: HeaderName = HeaderName::from_static("x-quagmire-verdict");
+const RULE: HeaderName = HeaderName::from_static("x-quagmire-rule");
+const LOCATION: HeaderName = HeaderName::from_static("x-quagmire-location");
+const MODE: HeaderName = HeaderName::from_static("x-quagmire-mode");
 
 /// Judges the request the proxy forwarded.
 pub(crate) async fn verdict(
@@ -48,14 +54,7 @@ pub(crate) async fn verdict(
 pub fn forwarded_request(peer: Option<SocketAddr>, method: &Method, headers: &HeaderMap) -> ForwardedRequest {
     // Copy the headers once, then read the forwarding ones from the copy: a `HeaderMap::get` by
     // name would parse and hash each name again.
-    let bytes = headers.iter().map(|(name, value)| name.as_str().len() + value.len()).sum();
-    let mut copied = Headers::with_capacity(headers.len(), bytes);
-    for (name, value) in headers {
-        match value.to_str() {
-            Ok(text) => copied.push(name.as_str(), text),
-            Err(_) => copied.push(name.as_str(), &String::from_utf8_lossy(value.as_bytes())),
-        }
-    }
+    let copied = Headers::from_header_map(headers);
     let text = |name: &str| copied.get(name).map(str::trim);
     let first = |name: &str| text(name).map(|value| value.split(',').next().unwrap_or("").trim());
     ForwardedRequest {
@@ -106,13 +105,10 @@ fn respond(app: &App, judgement: &Judgement) -> Response {
     let mut response = Response::new(Body::from(body));
     *response.status_mut() = status;
     let headers = response.headers_mut();
-    headers.insert("x-quagmire-verdict", HeaderValue::from_static(decision.verdict.as_str()));
-    headers.insert("x-quagmire-rule", header_value(&decision.rule));
-    headers.insert(
-        "x-quagmire-location",
-        header_value(if config.answer == Answer::Nginx { &location } else { "" }),
-    );
-    headers.insert("x-quagmire-mode", HeaderValue::from_static(if shadow { "shadow" } else { "enforce" }));
+    headers.insert(VERDICT, HeaderValue::from_static(decision.verdict.as_str()));
+    headers.insert(RULE, header_value(&decision.rule));
+    headers.insert(LOCATION, header_value(if config.answer == Answer::Nginx { &location } else { "" }));
+    headers.insert(MODE, HeaderValue::from_static(if shadow { "shadow" } else { "enforce" }));
     headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
     if status == StatusCode::FOUND {
         headers.insert(header::LOCATION, header_value(&location));

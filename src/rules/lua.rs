@@ -183,17 +183,8 @@ fn fill_blob(blob: &mut String, facts: &Facts) -> [usize; 10] {
     blob.push_str(facts.geo.country.as_deref().unwrap_or_default());
     ends[9] = blob.len();
     blob.push('\n');
-    for (name, value) in facts.headers.iter() {
-        // Names are lowercase already; a newline in a value would fake a header, so drop it.
-        blob.push_str(name);
-        blob.push_str(": ");
-        if value.bytes().any(|byte| byte == b'\n' || byte == b'\r') {
-            blob.extend(value.chars().filter(|c| *c != '\n' && *c != '\r'));
-        } else {
-            blob.push_str(value);
-        }
-        blob.push('\n');
-    }
+    // Already `name: value\n` each, names lowercase, no newline inside a value.
+    blob.push_str(facts.headers.as_text());
     ends
 }
 
