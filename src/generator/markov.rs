@@ -308,15 +308,9 @@ impl Chain {
         for id in ids {
             let Some(entry) = entries.get(id.0 as usize) else { continue };
             let (from, len) = (entry.start as usize, entry.len as usize + 1);
-            let block = arena.get(from..).and_then(<[u8]>::first_chunk::<COPY_BYTES>);
-            match (block, buf.get_mut(pos..).and_then(<[u8]>::first_chunk_mut::<COPY_BYTES>)) {
-                (Some(block), Some(to)) if len <= COPY_BYTES => *to = *block,
-                _ => {
-                    if let (Some(text), Some(to)) = (arena.get(from..from + len), buf.get_mut(pos..pos + len))
-                    {
-                        to.copy_from_slice(text);
-                    }
-                }
+            match (arena.get(from..from + COPY_BYTES), buf.get_mut(pos..pos + COPY_BYTES)) {
+                (Some(block), Some(to)) if len <= COPY_BYTES => to.copy_from_slice(block),
+                _ => copy_exact(buf, pos, arena, from, len),
             }
             pos += len;
         }
@@ -419,6 +413,16 @@ fn arena_entry(arena: &mut String, word: &str) -> WordEntry {
         word.trim_end_matches(|c: char| !c.is_alphanumeric()).len()
     };
     WordEntry { start: start as u32, len: escaped.len() as u16, flags, extra: extra as u8 }
+}
+
+/// The copy of a word longer than `COPY_BYTES`, out of line: keeping it out of the loop leaves
+/// that loop its registers.
+#[cold]
+#[inline(never)]
+fn copy_exact(buf: &mut [u8], pos: usize, arena: &[u8], from: usize, len: usize) {
+    if let (Some(text), Some(to)) = (arena.get(from..from + len), buf.get_mut(pos..pos + len)) {
+        to.copy_from_slice(text);
+    }
 }
 
 /// Appends `arena[start..start + len]` to `out`: one `COPY_BYTES` move and a truncation when the
