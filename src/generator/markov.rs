@@ -130,7 +130,9 @@ impl Chain {
         if !(2..=6).contains(&order) {
             return Err(ChainError::Order(order));
         }
-        let mut ids: HashMap<&str, u32> = HashMap::new();
+        // foldhash rather than SipHash: the corpus is the operator's, not an attacker's, and
+        // hashing every word is a sixth of training.
+        let mut ids: HashMap<&str, u32, foldhash::fast::RandomState> = HashMap::default();
         let mut arena = String::new();
         let mut words = Vec::new();
         let mut tokens = Vec::new();
@@ -455,6 +457,20 @@ fn word_flags(word: &str) -> u8 {
     flags
 }
 
+/// The positions with a full state and a next word, sorted by their state, then by position.
+fn sorted_by_state(tokens: &[u32], order: usize) -> Vec<u32> {
+    let mut positions: Vec<u32> = (order - 1..tokens.len() - 1).map(|p| p as u32).collect();
+    if order == 2 {
+        // The default order: both tokens packed into one integer compare faster than slices,
+        // and training is most of startup. A stable sort keeps equal states in position order.
+        positions.sort_by_key(|&p| (u64::from(tokens[p as usize - 1]) << 32) | u64::from(tokens[p as usize]));
+    } else {
+        let state = |p: u32| &tokens[p as usize + 1 - order..=p as usize];
+        positions.sort_unstable_by(|&a, &b| state(a).cmp(state(b)).then(a.cmp(&b)));
+    }
+    positions
+}
+
 /// Builds the cells: positions sorted by their state, so equal states form runs; then for each
 /// corpus word, a cell in that order with the run of its own state. Also returns each word's
 /// cell index (`u32::MAX` for the first `order - 1` words, which have none), the runs too long
@@ -468,9 +484,8 @@ fn cells(
     let len = tokens.len();
     // Positions with a full state and a next word; the cell for position p's next word sits at
     // p's rank in this order, so a run of equal states is a run of cells to continue with.
-    let mut positions: Vec<u32> = (order - 1..len - 1).map(|p| p as u32).collect();
+    let positions = sorted_by_state(tokens, order);
     let state = |p: u32| &tokens[p as usize + 1 - order..=p as usize];
-    positions.sort_unstable_by(|&a, &b| state(a).cmp(state(b)).then(a.cmp(&b)));
 
     let index_bits = usize::BITS - positions.len().leading_zeros();
     if index_bits >= 32 {
@@ -484,7 +499,8 @@ fn cells(
     while run_start < positions.len() {
         let key = state(positions[run_start]);
         let mut run_end = run_start + 1;
-        while run_end < positions.len() && state(positions[run_end]) == key {
+        // Compared word by word in line: a slice comparison calls `memcmp` for a few bytes.
+        while run_end < positions.len() && state(positions[run_end]).iter().zip(key).all(|(a, b)| a == b) {
             run_end += 1;
         }
         let run_len = (run_end - run_start) as u32;

@@ -161,6 +161,27 @@ fn runs_too_long_to_pack_walk_the_same_as_packed_ones() {
 }
 
 #[test]
+fn the_packed_sort_orders_states_like_comparing_them() {
+    // Token ids up to the largest allowed, so that packing would show any overlap of fields.
+    let mut rng = Pcg64Mcg::seed_from_u64(11);
+    let tokens: Vec<u32> = (0..3000)
+        .map(|i| {
+            if i % 7 == 0 {
+                TOKEN_ENDS_SENTENCE - 1 - below(&mut rng, 3) as u32
+            } else {
+                below(&mut rng, 5) as u32
+            }
+        })
+        .collect();
+    for order in 2..=4 {
+        let state = |p: u32| &tokens[p as usize + 1 - order..=p as usize];
+        let mut expected: Vec<u32> = (order - 1..tokens.len() - 1).map(|p| p as u32).collect();
+        expected.sort_by(|&a, &b| state(a).cmp(state(b)).then(a.cmp(&b)));
+        assert_eq!(sorted_by_state(&tokens, order), expected, "order {order}");
+    }
+}
+
+#[test]
 fn flags_mark_sentence_ends_inside_quotes() {
     assert_eq!(word_flags("end.\""), ENDS_SENTENCE | NEEDS_ESCAPE);
     assert_eq!(word_flags("end."), ENDS_SENTENCE);
