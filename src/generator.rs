@@ -63,7 +63,7 @@ impl Generator {
             urls: &self.urls,
             settings: &self.settings,
             rng: Pcg64Mcg::from_seed(self.seed(host, Some(path))),
-            out,
+            out: html::Page::new(out, self.settings.max_bytes),
             walks: html::Walks::new(),
         };
         writer.write(site);

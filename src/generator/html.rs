@@ -7,8 +7,8 @@
 use rand::Rng;
 
 use super::PageSettings;
-use super::markov::{Chain, Position, WordId};
-use crate::numbers::{below, push_number};
+use super::markov::{COPY_BYTES, Chain, Position, WordId};
+use crate::numbers::{Decimal, below};
 use crate::trap_url::TrapUrls;
 
 const MONTHS: [&str; 12] = [
@@ -60,13 +60,107 @@ pub(super) struct PageWriter<'a, R: Rng> {
     pub(super) urls: &'a TrapUrls,
     pub(super) settings: &'a PageSettings,
     pub(super) rng: R,
-    pub(super) out: &'a mut Vec<u8>,
+    pub(super) out: Page<'a>,
     pub(super) walks: Walks,
+}
+
+/// Zeroed room a page keeps past what it has written: enough for most pages' every write, so
+/// that the buffer grows once, and for a word copied as one `COPY_BYTES` move.
+const SLACK: usize = 4096;
+
+/// The page being written into the caller's buffer: `bytes[..len]` is the page; past it lies
+/// zeroed slack of at least `COPY_BYTES` beyond any room asked for, so that a word can be
+/// copied as one fixed-size move and the length advanced by its real size. Dropping the page
+/// cuts the buffer back to what was written.
+pub(super) struct Page<'a> {
+    bytes: &'a mut Vec<u8>,
+    len: usize,
+}
+
+impl<'a> Page<'a> {
+    /// A page appended to `bytes`, which grows once by `expected` bytes and the slack.
+    pub(super) fn new(bytes: &'a mut Vec<u8>, expected: usize) -> Self {
+        let len = bytes.len();
+        bytes.resize(len + expected + SLACK, 0);
+        Page { bytes, len }
+    }
+
+    /// Bytes written so far (including what the buffer held before the page).
+    fn len(&self) -> usize {
+        self.len
+    }
+
+    /// The unwritten rest, at least `n + COPY_BYTES` long.
+    #[inline]
+    fn room(&mut self, n: usize) -> &mut [u8] {
+        if self.len + n + COPY_BYTES > self.bytes.len() {
+            self.bytes.resize(self.len + n + SLACK, 0);
+        }
+        &mut self.bytes[self.len..]
+    }
+
+    #[inline]
+    fn push(&mut self, bytes: &[u8]) {
+        let n = bytes.len();
+        self.room(n)[..n].copy_from_slice(bytes);
+        self.len += n;
+    }
+
+    #[inline]
+    fn byte(&mut self, byte: u8) {
+        self.room(1)[0] = byte;
+        self.len += 1;
+    }
+
+    /// Writes the first `len` bytes of `text`, as one `COPY_BYTES` move when `text` has that
+    /// many (the arena's padding sees to it for short words).
+    #[inline]
+    fn word(&mut self, text: &[u8], len: usize) {
+        let room = self.room(len);
+        match (text.get(..COPY_BYTES), room.get_mut(..COPY_BYTES)) {
+            (Some(block), Some(to)) if len <= COPY_BYTES => to.copy_from_slice(block),
+            _ => {
+                if let (Some(text), Some(to)) = (text.get(..len), room.get_mut(..len)) {
+                    to.copy_from_slice(text);
+                }
+            }
+        }
+        self.len += len;
+    }
+
+    /// Appends with a function that appends to a `Vec` (a trap URL): it writes past the slack,
+    /// and the result is moved down to the page's end.
+    fn append_with(&mut self, append: impl FnOnce(&mut Vec<u8>)) -> std::ops::Range<usize> {
+        let end = self.bytes.len();
+        append(self.bytes);
+        let n = self.bytes.len() - end;
+        if self.len + n + COPY_BYTES <= end {
+            self.bytes.copy_within(end..end + n, self.len);
+            self.bytes.truncate(end);
+        } else {
+            // Not enough slack left: close the gap, then restore the slack.
+            self.bytes.drain(self.len..end);
+            self.bytes.resize(self.len + n + SLACK, 0);
+        }
+        self.len += n;
+        self.len - n..self.len
+    }
+
+    /// The bytes written in `range`.
+    fn written(&mut self, range: std::ops::Range<usize>) -> &mut [u8] {
+        &mut self.bytes[range]
+    }
+}
+
+impl Drop for Page<'_> {
+    fn drop(&mut self) {
+        self.bytes.truncate(self.len);
+    }
 }
 
 impl<R: Rng + Clone> PageWriter<'_, R> {
     fn push(&mut self, text: &str) {
-        self.out.extend_from_slice(text.as_bytes());
+        self.out.push(text.as_bytes());
     }
 
     /// Writes the whole page. `site` is the site's display name words.
@@ -142,8 +236,9 @@ impl<R: Rng + Clone> PageWriter<'_, R> {
             self.push("</ul>\n</aside>\n");
         }
         self.push("</main>\n<footer>\n<p>&copy; ");
-        push_number(self.out, 2026 - below(&mut self.rng, 3), 4);
-        self.out.push(b' ');
+        let year = Decimal::new(2026 - below(&mut self.rng, 3), 4);
+        self.out.push(year.as_bytes());
+        self.out.byte(b' ');
         self.site_name(site);
         self.push("</p>\n<nav>");
         for _ in 0..footer_links {
@@ -158,7 +253,7 @@ impl<R: Rng + Clone> PageWriter<'_, R> {
         let sentences = 2 + below(&mut self.rng, 5);
         for i in 0..sentences {
             if i > 0 {
-                self.out.push(b' ');
+                self.out.byte(b' ');
             }
             self.sentence(60);
         }
@@ -201,20 +296,26 @@ impl<R: Rng + Clone> PageWriter<'_, R> {
             return;
         };
         if let Some((&first, middle)) = words.split_first() {
-            self.chain.push_html(self.out, first, false, false);
-            self.chain.push_run(self.out, middle);
+            if let Some((text, len)) = self.chain.html(first, false, false) {
+                self.out.word(text, len);
+            }
+            let bytes = self.chain.run_bytes(middle);
+            let written = self.chain.write_run(self.out.room(bytes), middle);
+            self.out.len += written;
         }
         let cut = len == max_words && !self.chain.ends_sentence(last);
-        if !self.chain.push_html(self.out, last, len > 1, cut) {
+        if let Some((text, len)) = self.chain.html(last, len > 1, cut) {
+            self.out.word(text, len);
+        } else {
             // A cut word that escaping changes: cut its raw text and escape that.
             if len > 1 {
-                self.out.push(b' ');
+                self.out.byte(b' ');
             }
             let text = self.chain.word_by_id(last).text;
             self.word(text.trim_end_matches(|c: char| !c.is_alphanumeric()), len == 1);
         }
         if cut {
-            self.out.push(b'.');
+            self.out.byte(b'.');
         }
     }
 
@@ -233,7 +334,7 @@ impl<R: Rng + Clone> PageWriter<'_, R> {
             let text = bare(word.text);
             if !text.is_empty() {
                 if written > 0 {
-                    self.out.push(b' ');
+                    self.out.byte(b' ');
                 }
                 // Trimming punctuation adds no character that needs escaping.
                 self.corpus_word(text, word.needs_escape, written == 0);
@@ -252,7 +353,7 @@ impl<R: Rng + Clone> PageWriter<'_, R> {
         if needs_escape || (capitalise && !text.starts_with(|c: char| c.is_ascii())) {
             self.word(text, capitalise);
         } else if capitalise && let Some(rest) = text.get(1..) {
-            self.out.push(text.as_bytes()[0].to_ascii_uppercase());
+            self.out.byte(text.as_bytes()[0].to_ascii_uppercase());
             self.push(rest);
         } else {
             self.push(text);
@@ -260,40 +361,41 @@ impl<R: Rng + Clone> PageWriter<'_, R> {
     }
 
     fn word(&mut self, word: &str, capitalise: bool) {
+        let out = &mut self.out;
         let mut chars = word.chars();
         if capitalise && let Some(first) = chars.next() {
             for upper in first.to_uppercase() {
-                push_escaped_char(self.out, upper);
+                escape(upper.encode_utf8(&mut [0; 4]), |piece| out.push(piece));
             }
-            push_escaped(self.out, chars.as_str());
+            escape(chars.as_str(), |piece| out.push(piece));
         } else {
-            push_escaped(self.out, word);
+            escape(word, |piece| out.push(piece));
         }
     }
 
     /// A navigation link labelled with the section its URL lives in.
     fn section_link(&mut self) {
         self.push("<a href=\"");
-        let url_start = self.out.len();
-        self.urls.mint(&mut self.rng, self.out);
-        let section_end = self.out[url_start + 1..]
-            .iter()
-            .position(|&b| b == b'/')
-            .map_or(self.out.len(), |i| url_start + 1 + i);
+        let (urls, rng) = (self.urls, &mut self.rng);
+        let url = self.out.append_with(|bytes| urls.mint(rng, bytes));
+        // The section is ASCII lowercase from a fixed list: `/section/...`.
+        let mut label = [0u8; 16];
+        let written = self.out.written(url);
+        let section = written.get(1..).unwrap_or_default();
+        let section = &section[..section.iter().position(|&b| b == b'/').unwrap_or(section.len())];
+        let len = section.len().min(label.len());
+        label[..len].copy_from_slice(&section[..len]);
+        label[0].make_ascii_uppercase();
         self.push("\">");
-        // The section is ASCII lowercase from a fixed list; capitalise its first letter.
-        let label_start = self.out.len();
-        self.out.extend_from_within(url_start + 1..section_end);
-        if let Some(first) = self.out.get_mut(label_start) {
-            first.make_ascii_uppercase();
-        }
+        self.out.push(&label[..len]);
         self.push("</a>");
     }
 
     /// A link to another "article", labelled like a headline.
     fn article_link(&mut self) {
         self.push("<a href=\"");
-        self.urls.mint(&mut self.rng, self.out);
+        let (urls, rng) = (self.urls, &mut self.rng);
+        self.out.append_with(|bytes| urls.mint(rng, bytes));
         self.push("\">");
         let at = self.chain.sentence_start(&mut self.rng);
         let words = 3 + below(&mut self.rng, 6);
@@ -304,15 +406,17 @@ impl<R: Rng + Clone> PageWriter<'_, R> {
     fn date(&mut self) {
         let month = MONTHS[below(&mut self.rng, 12)];
         self.push(month);
-        self.out.push(b' ');
-        push_number(self.out, 1 + below(&mut self.rng, 28), 1);
+        self.out.byte(b' ');
+        let day = Decimal::new(1 + below(&mut self.rng, 28), 1);
+        self.out.push(day.as_bytes());
         self.push(", ");
-        push_number(self.out, 2009 + below(&mut self.rng, 17), 4);
+        let year = Decimal::new(2009 + below(&mut self.rng, 17), 4);
+        self.out.push(year.as_bytes());
     }
 
     fn site_name(&mut self, site: [&str; 2]) {
         self.word(site[0], true);
-        self.out.push(b' ');
+        self.out.byte(b' ');
         self.word(site[1], true);
     }
 }
@@ -342,8 +446,13 @@ fn is_function_word(word: &str) -> bool {
 }
 
 /// Appends `text` with `&`, `<`, `>`, `"` and `'` escaped for HTML text and attribute values.
-#[inline]
 pub fn push_escaped(out: &mut Vec<u8>, text: &str) {
+    escape(text, |piece| out.extend_from_slice(piece));
+}
+
+/// Hands `text` to `emit` in pieces, with `&`, `<`, `>`, `"` and `'` replaced by entities.
+#[inline]
+fn escape(text: &str, mut emit: impl FnMut(&[u8])) {
     let text = text.as_bytes();
     let mut clean_from = 0;
     for (i, &byte) in text.iter().enumerate() {
@@ -355,13 +464,9 @@ pub fn push_escaped(out: &mut Vec<u8>, text: &str) {
             b'\'' => b"&#39;",
             _ => continue,
         };
-        out.extend_from_slice(&text[clean_from..i]);
-        out.extend_from_slice(entity);
+        emit(&text[clean_from..i]);
+        emit(entity);
         clean_from = i + 1;
     }
-    out.extend_from_slice(&text[clean_from..]);
-}
-
-fn push_escaped_char(out: &mut Vec<u8>, c: char) {
-    push_escaped(out, c.encode_utf8(&mut [0; 4]));
+    emit(&text[clean_from..]);
 }

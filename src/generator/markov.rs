@@ -294,48 +294,49 @@ impl Chain {
         }
     }
 
-    /// Appends the words `ids` as running text: each escaped and after a space.
+    /// Bytes the words `ids` take as running text (each escaped and after a space).
+    pub fn run_bytes(&self, ids: &[WordId]) -> usize {
+        ids.iter().map(|id| self.words.get(id.0 as usize).map_or(0, |entry| entry.len as usize + 1)).sum()
+    }
+
+    /// Writes the words `ids` as running text, each escaped and after a space, at the start of
+    /// `to`, which must hold `run_bytes(ids) + COPY_BYTES`; returns the bytes written.
     ///
-    /// The page grows once by the run's exact length (plus a copy's worth of slack), and each
-    /// word is then one `COPY_BYTES` move from the arena: a handful of instructions per word,
-    /// where appending words one by one costs a capacity check and a variable-length copy each.
-    pub fn push_run(&self, out: &mut Vec<u8>, ids: &[WordId]) {
+    /// Each word is one `COPY_BYTES` move from the arena (the bytes past the word are
+    /// overwritten by the next one, or are slack): a handful of instructions per word, where
+    /// appending words one by one costs a capacity check and a variable-length copy each.
+    pub fn write_run(&self, to: &mut [u8], ids: &[WordId]) -> usize {
         let (entries, arena) = (&self.words[..], self.arena.as_bytes());
-        let total: usize =
-            ids.iter().map(|id| entries.get(id.0 as usize).map_or(0, |entry| entry.len as usize + 1)).sum();
-        let start = out.len();
-        out.resize(start + total + COPY_BYTES, 0);
-        let buf = &mut out[start..];
         let mut pos = 0;
         for id in ids {
             let Some(entry) = entries.get(id.0 as usize) else { continue };
             let (from, len) = (entry.start as usize, entry.len as usize + 1);
-            match (arena.get(from..from + COPY_BYTES), buf.get_mut(pos..pos + COPY_BYTES)) {
+            match (arena.get(from..from + COPY_BYTES), to.get_mut(pos..pos + COPY_BYTES)) {
                 (Some(block), Some(to)) if len <= COPY_BYTES => to.copy_from_slice(block),
-                _ => copy_exact(buf, pos, arena, from, len),
+                _ => copy_exact(to, pos, arena, from, len),
             }
             pos += len;
         }
-        out.truncate(start + pos);
+        pos
     }
 
-    /// Appends word `id` as page text: escaped, after a space when `spaced`, and cut before its
+    /// Word `id` as page text: escaped, after a space when `spaced`, and cut before its
     /// trailing punctuation when `cut` (a sentence cut short there gets a full stop instead).
-    /// Returns false, writing nothing, for a cut word that escaping changes: cutting its escaped
-    /// text could split an entity, so the caller cuts the raw text.
+    /// Returns the arena from the text's start (so that a short word can be copied as one
+    /// `COPY_BYTES` move) and the text's length; `None` for a cut word that escaping changes:
+    /// cutting its escaped text could split an entity, so the caller cuts the raw text.
     #[inline(always)]
-    pub fn push_html(&self, out: &mut Vec<u8>, id: WordId, spaced: bool, cut: bool) -> bool {
-        let entry = self.words[id.0 as usize];
+    pub fn html(&self, id: WordId, spaced: bool, cut: bool) -> Option<(&[u8], usize)> {
+        let entry = self.words.get(id.0 as usize)?;
         let mut len = entry.len as usize;
         if cut {
             if entry.flags & NEEDS_ESCAPE != 0 {
-                return false;
+                return None;
             }
             len = entry.extra as usize;
         }
         let start = entry.start as usize + usize::from(!spaced);
-        push_copy(out, self.arena.as_bytes(), start, len + usize::from(spaced));
-        true
+        Some((self.arena.as_bytes().get(start..)?, len + usize::from(spaced)))
     }
 
     /// The position of cell `index` (`0..len()`; walks use `step`).
@@ -424,21 +425,6 @@ fn arena_entry(arena: &mut String, word: &str) -> WordEntry {
 fn copy_exact(buf: &mut [u8], pos: usize, arena: &[u8], from: usize, len: usize) {
     if let (Some(text), Some(to)) = (arena.get(from..from + len), buf.get_mut(pos..pos + len)) {
         to.copy_from_slice(text);
-    }
-}
-
-/// Appends `arena[start..start + len]` to `out`: one `COPY_BYTES` move and a truncation when the
-/// arena holds that many bytes from `start` (always, thanks to its padding, for `len` up to
-/// `COPY_BYTES`), which costs a few instructions where a variable-length copy costs a call.
-#[inline(always)]
-fn push_copy(out: &mut Vec<u8>, arena: &[u8], start: usize, len: usize) {
-    let end = out.len() + len;
-    match arena.get(start..).and_then(<[u8]>::first_chunk::<COPY_BYTES>) {
-        Some(chunk) if len <= COPY_BYTES => {
-            out.extend_from_slice(chunk);
-            out.truncate(end);
-        }
-        _ => out.extend_from_slice(arena.get(start..start + len).unwrap_or_default()),
     }
 }
 

@@ -111,3 +111,37 @@ fn sentences_walked_side_by_side_stay_separate() {
         }
     }
 }
+
+#[test]
+fn a_page_is_appended_after_what_the_buffer_held() {
+    let generator = generator("s");
+    let mut out = b"already here".to_vec();
+    generator.write_page(&mut out, "example.org", "/a/b");
+    assert_eq!(&out[..12], b"already here");
+    assert_eq!(&out[12..], generator.page("example.org", "/a/b").as_bytes());
+}
+
+#[test]
+fn pages_far_larger_or_smaller_than_expected_stay_whole() {
+    // The page buffer grows by the expected size up front; a page that outgrows it, or a
+    // trap URL that lands past its slack, must still come out whole.
+    let long_words: String = (0..2048).map(|i| format!("{}{}\n", "w".repeat(300), word_for(i))).collect();
+    for (min_bytes, max_bytes) in [(0, 0), (40_000, 40_000)] {
+        let chain = Chain::train(&hostile_corpus(), 2).unwrap();
+        let settings = PageSettings { min_bytes, max_bytes, min_links: 15, max_links: 15 };
+        let urls = TrapUrls::with_words(b"s", &long_words).unwrap();
+        let generator = Generator::new(chain, urls, settings, b"s");
+        let page = generator.page("example.org", "/x");
+        assert!(page.starts_with("<!DOCTYPE html>") && page.ends_with("</html>\n"), "{min_bytes}");
+        assert!(page.len() >= max_bytes);
+        assert_eq!(hrefs(&page).len(), 15);
+        for href in hrefs(&page) {
+            assert!(generator.trap_urls().is_trap(href), "{href}");
+        }
+    }
+}
+
+/// A distinct lowercase a-z suffix for word `i`.
+fn word_for(i: usize) -> String {
+    (0..3).map(|digit| (b'a' + (i / 26usize.pow(digit) % 26) as u8) as char).collect()
+}
