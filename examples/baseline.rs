@@ -13,12 +13,11 @@ async fn main() -> std::io::Result<()> {
     let mut args = std::env::args().skip(1);
     let address = args.next().unwrap_or_else(|| "127.0.0.1:18429".into());
     let body = match args.next().map(|bytes| bytes.parse::<usize>()) {
-        Some(Ok(bytes)) => Bytes::from(
+        Some(Ok(bytes)) => {
             // Page-like text, so that nothing along the way treats it specially.
-            "<p>Lorem ipsum dolor sit amet, consectetur adipiscing elit.</p>\n".repeat(bytes / 64 + 1)
-                [..bytes]
-                .to_string(),
-        ),
+            const LINE: &str = "<p>Lorem ipsum dolor sit amet, consectetur adipiscing elit.</p>\n";
+            Bytes::from(LINE.repeat(bytes.div_ceil(LINE.len()))[..bytes].to_string())
+        }
         Some(Err(error)) => return Err(std::io::Error::other(format!("BYTES: {error}"))),
         None => Bytes::from_static(b"OK"),
     };

@@ -82,15 +82,12 @@ impl Headers {
         let start = self.text.len();
         self.text.push_str(name);
         self.text[start..].make_ascii_lowercase();
-        let name_end = self.text.len();
-        self.text.push_str(": ");
         if memchr::memchr2(b'\n', b'\r', value.as_bytes()).is_some() {
-            self.text.extend(value.chars().filter(|c| *c != '\n' && *c != '\r'));
+            let clean: String = value.chars().filter(|c| *c != '\n' && *c != '\r').collect();
+            self.finish_header(start, &clean);
         } else {
-            self.text.push_str(value);
+            self.finish_header(start, value);
         }
-        self.spans.push((start, name_end, self.text.len()));
-        self.text.push('\n');
     }
 
     /// The headers of an HTTP request as parsed, in order. Their names are lowercase and their
@@ -102,16 +99,22 @@ impl Headers {
         for (name, value) in map {
             let start = headers.text.len();
             headers.text.push_str(name.as_str());
-            let name_end = headers.text.len();
-            headers.text.push_str(": ");
             match std::str::from_utf8(value.as_bytes()) {
-                Ok(text) => headers.text.push_str(text),
-                Err(_) => headers.text.push_str(&String::from_utf8_lossy(value.as_bytes())),
+                Ok(text) => headers.finish_header(start, text),
+                Err(_) => headers.finish_header(start, &String::from_utf8_lossy(value.as_bytes())),
             }
-            headers.spans.push((start, name_end, headers.text.len()));
-            headers.text.push('\n');
         }
         headers
+    }
+
+    /// Completes the header whose lowercase name was written from `start`: `": "`, the value
+    /// (without newlines) and the newline.
+    fn finish_header(&mut self, start: usize, value: &str) {
+        let name_end = self.text.len();
+        self.text.push_str(": ");
+        self.text.push_str(value);
+        self.spans.push((start, name_end, self.text.len()));
+        self.text.push('\n');
     }
 
     /// `(name, value)` pairs in arrival order.

@@ -46,7 +46,8 @@ impl Generator {
 
     /// The page for `host` and `path` (path may carry a query string, which takes part).
     pub fn page(&self, host: &str, path: &str) -> String {
-        let mut out = Vec::with_capacity(self.settings.max_bytes + 2048);
+        // The page sizes the buffer itself, once.
+        let mut out = Vec::new();
         self.write_page(&mut out, host, path);
         // The page is built from whole corpus words and ASCII markup, so this never copies.
         String::from_utf8(out).unwrap_or_else(|error| String::from_utf8_lossy(error.as_bytes()).into_owned())

@@ -7,7 +7,7 @@
 use rand::Rng;
 
 use super::PageSettings;
-use super::markov::{COPY_BYTES, Chain, Position, WordId};
+use super::markov::{COPY_BYTES, Chain, Position, WordId, copy_word};
 use crate::numbers::{Decimal, below};
 use crate::trap_url::TrapUrls;
 
@@ -114,20 +114,18 @@ impl<'a> Page<'a> {
         self.len += 1;
     }
 
-    /// Writes the first `len` bytes of `text`, as one `COPY_BYTES` move when `text` has that
-    /// many (the arena's padding sees to it for short words).
+    /// Writes the first `len` bytes of `text` (a word from the chain's arena).
     #[inline]
     fn word(&mut self, text: &[u8], len: usize) {
-        let room = self.room(len);
-        match (text.get(..COPY_BYTES), room.get_mut(..COPY_BYTES)) {
-            (Some(block), Some(to)) if len <= COPY_BYTES => to.copy_from_slice(block),
-            _ => {
-                if let (Some(text), Some(to)) = (text.get(..len), room.get_mut(..len)) {
-                    to.copy_from_slice(text);
-                }
-            }
-        }
+        copy_word(self.room(len), 0, text, 0, len);
         self.len += len;
+    }
+
+    /// Writes the words `ids` as running text (see `Chain::write_run`).
+    #[inline]
+    fn run(&mut self, chain: &Chain, ids: &[WordId]) {
+        let bytes = chain.run_bytes(ids);
+        self.len += chain.write_run(self.room(bytes), ids);
     }
 
     /// Appends with a function that appends to a `Vec` (a trap URL): it writes past the slack,
@@ -149,8 +147,8 @@ impl<'a> Page<'a> {
     }
 
     /// The bytes written in `range`.
-    fn written(&mut self, range: std::ops::Range<usize>) -> &mut [u8] {
-        &mut self.bytes[range]
+    fn written(&self, range: std::ops::Range<usize>) -> &[u8] {
+        &self.bytes[range]
     }
 }
 
@@ -293,28 +291,26 @@ impl<R: Rng + Clone> PageWriter<'_, R> {
         }
         let lane = self.walks.next;
         self.walks.next += 1;
-        let len = self.walks.lens[lane].min(max_words);
-        let Some((&last, words)) = self.walks.words[lane][..len].split_last() else {
+        let words = self.walks.lens[lane].min(max_words);
+        let Some((&last, before)) = self.walks.words[lane][..words].split_last() else {
             return;
         };
-        if let Some((&first, middle)) = words.split_first() {
-            if let Some((text, len)) = self.chain.html(first, false, false) {
-                self.out.word(text, len);
+        if let Some((&first, middle)) = before.split_first() {
+            if let Some((text, bytes)) = self.chain.html(first, false, false) {
+                self.out.word(text, bytes);
             }
-            let bytes = self.chain.run_bytes(middle);
-            let written = self.chain.write_run(self.out.room(bytes), middle);
-            self.out.len += written;
+            self.out.run(self.chain, middle);
         }
-        let cut = len == max_words && !self.chain.ends_sentence(last);
-        if let Some((text, len)) = self.chain.html(last, len > 1, cut) {
-            self.out.word(text, len);
+        let cut = words == max_words && !self.chain.ends_sentence(last);
+        if let Some((text, bytes)) = self.chain.html(last, words > 1, cut) {
+            self.out.word(text, bytes);
         } else {
             // A cut word that escaping changes: cut its raw text and escape that.
-            if len > 1 {
+            if words > 1 {
                 self.out.byte(b' ');
             }
             let text = self.chain.word_by_id(last).text;
-            self.word(text.trim_end_matches(|c: char| !c.is_alphanumeric()), len == 1);
+            self.word(text.trim_end_matches(|c: char| !c.is_alphanumeric()), words == 1);
         }
         if cut {
             self.out.byte(b'.');

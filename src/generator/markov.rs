@@ -311,10 +311,7 @@ impl Chain {
         for id in ids {
             let Some(entry) = entries.get(id.0 as usize) else { continue };
             let (from, len) = (entry.start as usize, entry.len as usize + 1);
-            match (arena.get(from..from + COPY_BYTES), to.get_mut(pos..pos + COPY_BYTES)) {
-                (Some(block), Some(to)) if len <= COPY_BYTES => to.copy_from_slice(block),
-                _ => copy_exact(to, pos, arena, from, len),
-            }
+            copy_word(to, pos, arena, from, len);
             pos += len;
         }
         pos
@@ -388,12 +385,6 @@ impl Position {
     pub fn word_id(self) -> WordId {
         WordId(self.cell.token & !TOKEN_ENDS_SENTENCE)
     }
-
-    /// Whether the word here ends a sentence.
-    #[inline]
-    pub fn ends_sentence(self) -> bool {
-        self.cell.token & TOKEN_ENDS_SENTENCE != 0
-    }
 }
 
 /// A vocabulary id: a word of the chain, without the position it was found at.
@@ -418,12 +409,23 @@ fn arena_entry(arena: &mut String, word: &str) -> WordEntry {
     WordEntry { start: start as u32, len: escaped.len() as u16, flags, extra: extra as u8 }
 }
 
+/// Copies `text[from..from + len]` to `to[pos..]`: as one `COPY_BYTES` move when both hold that
+/// many bytes there (the arena's padding sees to it for every short word, and the page's slack
+/// for the destination), so the bytes past the word are overwritten by whatever comes next.
+#[inline(always)]
+pub(super) fn copy_word(to: &mut [u8], pos: usize, text: &[u8], from: usize, len: usize) {
+    match (text.get(from..from + COPY_BYTES), to.get_mut(pos..pos + COPY_BYTES)) {
+        (Some(block), Some(to)) if len <= COPY_BYTES => to.copy_from_slice(block),
+        _ => copy_exact(to, pos, text, from, len),
+    }
+}
+
 /// The copy of a word longer than `COPY_BYTES`, out of line: keeping it out of the loop leaves
 /// that loop its registers.
 #[cold]
 #[inline(never)]
-fn copy_exact(buf: &mut [u8], pos: usize, arena: &[u8], from: usize, len: usize) {
-    if let (Some(text), Some(to)) = (arena.get(from..from + len), buf.get_mut(pos..pos + len)) {
+fn copy_exact(to: &mut [u8], pos: usize, text: &[u8], from: usize, len: usize) {
+    if let (Some(text), Some(to)) = (text.get(from..from + len), to.get_mut(pos..pos + len)) {
         to.copy_from_slice(text);
     }
 }
