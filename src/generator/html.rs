@@ -146,6 +146,14 @@ impl<'a> Page<'a> {
         self.len - n..self.len
     }
 
+    /// Writes again the bytes written in `range`.
+    fn repeat(&mut self, range: std::ops::Range<usize>) {
+        let n = range.len();
+        self.room(n);
+        self.bytes.copy_within(range, self.len);
+        self.len += n;
+    }
+
     /// The bytes written in `range`.
     fn written(&self, range: std::ops::Range<usize>) -> &[u8] {
         &self.bytes[range]
@@ -181,7 +189,9 @@ impl<R: Rng + Clone> PageWriter<'_, R> {
         );
         let title_start = self.chain.sentence_start(&mut self.rng);
         let title_words = 4 + below(&mut self.rng, 6);
+        let title_from = self.out.len();
         self.heading(title_start, title_words);
+        let title = title_from..self.out.len();
         self.push(" | ");
         self.site_name(site);
         self.push("</title>\n<meta name=\"description\" content=\"");
@@ -197,7 +207,8 @@ impl<R: Rng + Clone> PageWriter<'_, R> {
             self.section_link();
         }
         self.push("</nav>\n</header>\n<main>\n<article>\n<h1>");
-        self.heading(title_start, title_words);
+        // The same heading as the title, copied rather than walked again.
+        self.out.repeat(title);
         self.push("</h1>\n<p class=\"meta\">Posted ");
         self.date();
         self.push("</p>\n");
@@ -319,11 +330,10 @@ impl<R: Rng + Clone> PageWriter<'_, R> {
 
     /// A title-like run of about `words` words from `at`, without closing punctuation or quotes,
     /// and not ending on a word such as "the" or "and" that leaves a headline hanging.
-    /// Called twice with the same arguments for `<title>` and `<h1>`; it draws no randomness from
-    /// the page RNG, so both copies match.
+    /// It draws no randomness from the page RNG: a heading depends only on where it starts.
     fn heading(&mut self, at: Position, words: usize) {
         let mut at = at;
-        // Headings walk the chain with their own RNG, seeded from the position, so they repeat.
+        // Headings walk the chain with their own RNG, seeded from the position.
         let mut rng = rand_pcg::Pcg32::new(u64::from(at.index()), 0x0a02_bdbf_7bb3_c0a7);
         let mut written = 0;
         for _ in 0..words + HEADING_OVERRUN {
