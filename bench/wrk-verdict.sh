@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Requests/s and latency of /verdict with browser-like forward-auth headers, against a bare axum
 # "200 OK" baseline sent the same requests, side by side in one run (two alternating rounds).
-# Needs wrk (apt-get install wrk).
+# A third server is quagmire with a ruleset of no rules: everything a verdict costs but the rules
+# themselves, so its ratio is the ceiling for any ruleset. Needs wrk (apt-get install wrk).
 #
 # usage: bench/wrk-verdict.sh [SECONDS_PER_ROUND] [CONNECTIONS]
 set -euo pipefail
@@ -10,20 +11,32 @@ seconds=${1:-10}
 connections=${2:-32}
 source bench/serve.sh
 start_servers 18450 18451 18459
+no_rules=$(mktemp -d)
+echo 'return {}' >"$no_rules/none.lua"
+printf 'rules {\n    script "%s/none.lua"\n}\n' "$no_rules" >"$no_rules/none.kdl"
+QUAGMIRE_SECRET=bench-secret-0123456789abcdef RUST_LOG=warn \
+  target/release/quagmire serve --config "$no_rules/none.kdl" --listen 127.0.0.1:18452 \
+  --trap-listen 127.0.0.1:18453 &
+no_rules_pid=$!
+trap 'kill $quagmire_pid $baseline_pid $no_rules_pid 2>/dev/null || true; rm -rf "$no_rules"' EXIT
+for _ in $(seq 100); do curl -fs http://127.0.0.1:18452/health -o /dev/null && break; sleep 0.1; done
 
 run() { # URL -> "requests/s p50 p99"
   wrk -t1 -c"$connections" -d"${seconds}s" --latency -s bench/verdict.lua "$1" |
     awk '/Requests\/sec/ {r=$2} /^ +50%/ {p50=$2} /^ +99%/ {p99=$2} END {print r, p50, p99}'
 }
-declare -a verdict_rates base_rates
+declare -a verdict_rates base_rates bare_rates
 for round in 1 2; do
   read -r rate p50 p99 < <(run http://127.0.0.1:18459)
   base_rates+=("$rate"); echo "round $round baseline: $rate req/s, p50 $p50, p99 $p99"
   read -r rate p50 p99 < <(run http://127.0.0.1:18450)
   verdict_rates+=("$rate"); echo "round $round verdict:  $rate req/s, p50 $p50, p99 $p99"
+  read -r rate p50 p99 < <(run http://127.0.0.1:18452)
+  bare_rates+=("$rate"); echo "round $round no rules: $rate req/s, p50 $p50, p99 $p99"
 done
-python3 - "${base_rates[@]}" "${verdict_rates[@]}" <<'PY'
+python3 - "${base_rates[@]}" "${verdict_rates[@]}" "${bare_rates[@]}" <<'PY'
 import sys
-b = [float(x) for x in sys.argv[1:3]]; v = [float(x) for x in sys.argv[3:5]]
+b = [float(x) for x in sys.argv[1:3]]; v = [float(x) for x in sys.argv[3:5]]; n = [float(x) for x in sys.argv[5:7]]
 print(f"baseline mean {sum(b)/2:.0f} req/s, verdict mean {sum(v)/2:.0f} req/s, ratio verdict/baseline {sum(v)/sum(b):.2f}")
+print(f"no-rules mean {sum(n)/2:.0f} req/s, ratio no-rules/baseline {sum(n)/sum(b):.2f} (the ceiling for any ruleset)")
 PY
