@@ -122,6 +122,49 @@ fn a_page_is_appended_after_what_the_buffer_held() {
 }
 
 #[test]
+fn written_pages_are_utf8_whatever_the_corpus_script() {
+    // The trap sends `write_page`'s bytes as they are, declared UTF-8. Words that are cut before
+    // trailing punctuation, capitalised, escaped or repeated in the title must stay whole
+    // characters. Sentences of 80 words run past every cap, so pages cut words such as "sie…".
+    let words = [
+        "übermäßig",
+        "straßen…",
+        "«été»",
+        "déjà,",
+        "Ελληνικά",
+        "<γράφονται>",
+        "日本語の、",
+        "文章「も」",
+        "ёлки…",
+        "«зима»",
+        "ça&nbsp;",
+        "ﬁn‽",
+        "naïve…",
+        "œuvre»",
+        "mañana—",
+        "東京。",
+    ];
+    let starts = ["Über", "Ça", "Ёлки", "Ελλάδα", "Été", "日本"];
+    let mut text = String::new();
+    for sentence in 0..400 {
+        text.push_str(starts[sentence % starts.len()]);
+        for word in 0..80 {
+            text.push(' ');
+            text.push_str(words[(sentence * 7 + word * 3 + word / 5) % words.len()]);
+        }
+        text.push_str(" fin. ");
+    }
+    let chain = Chain::train(&text, 2).unwrap();
+    let settings = PageSettings { min_bytes: 4096, max_bytes: 12288, min_links: 8, max_links: 15 };
+    let generator = Generator::new(chain, TrapUrls::new(b"s"), settings, b"s");
+    for i in 0..200 {
+        let mut out = Vec::new();
+        generator.write_page(&mut out, "example.org", &format!("/utf8/{i}"));
+        assert!(std::str::from_utf8(&out).is_ok(), "page {i} is not UTF-8");
+    }
+}
+
+#[test]
 fn pages_far_larger_or_smaller_than_expected_stay_whole() {
     // The page buffer grows by the expected size up front; a page that outgrows it, or a
     // trap URL that lands past its slack, must still come out whole.
