@@ -1,16 +1,38 @@
-# Shared by the bench scripts (sourced, not run): builds the release binaries and starts quagmire
-# and the bare axum baseline, stopping both when the script exits.
-#   start_servers VERDICT_PORT TRAP_PORT BASELINE_PORT
+# Shared by the bench scripts (sourced, not run): builds the release binaries and starts the
+# servers they compare, stopping every one of them (and removing `cleanup_dirs`) on exit.
+#   start_servers VERDICT_PORT TRAP_PORT BASELINE_PORT   quagmire on its defaults, and the baseline
+#   start_quagmire VERDICT_PORT TRAP_PORT [ARGS...]      another quagmire, e.g. with --config
+#   start_baseline PORT [BYTES]                          another baseline, e.g. with a fixed body
+started_pids=()
+cleanup_dirs=()
+trap 'kill "${started_pids[@]}" 2>/dev/null || true; rm -rf "${cleanup_dirs[@]}"' EXIT
+
+# Waits until URL answers; fails with a message if it never does.
+wait_until_up() {
+  for _ in $(seq 100); do curl -fs "$1" -o /dev/null && return 0; sleep 0.1; done
+  echo "no answer from $1 after 10 s" >&2
+  exit 1
+}
+
+start_quagmire() {
+  local verdict_port=$1 trap_port=$2
+  shift 2
+  QUAGMIRE_SECRET=bench-secret-0123456789abcdef RUST_LOG=warn \
+    target/release/quagmire serve "$@" --listen "127.0.0.1:$verdict_port" \
+    --trap-listen "127.0.0.1:$trap_port" &
+  started_pids+=($!)
+  wait_until_up "http://127.0.0.1:$verdict_port/health"
+}
+
+start_baseline() {
+  target/release/examples/baseline "127.0.0.1:$1" ${2:+"$2"} &
+  started_pids+=($!)
+  wait_until_up "http://127.0.0.1:$1/"
+}
+
 start_servers() {
   command -v wrk >/dev/null || { echo "wrk is missing: apt-get install wrk" >&2; exit 1; }
   cargo build --release --quiet --bin quagmire --example baseline
-  QUAGMIRE_SECRET=bench-secret-0123456789abcdef RUST_LOG=warn \
-    target/release/quagmire serve --listen "127.0.0.1:$1" --trap-listen "127.0.0.1:$2" &
-  quagmire_pid=$!
-  target/release/examples/baseline "127.0.0.1:$3" &
-  baseline_pid=$!
-  trap 'kill $quagmire_pid $baseline_pid 2>/dev/null || true' EXIT
-  for port in "$1" "$3"; do
-    for _ in $(seq 100); do curl -fs "http://127.0.0.1:$port/health" -o /dev/null && break; sleep 0.1; done
-  done
+  start_quagmire "$1" "$2"
+  start_baseline "$3"
 }

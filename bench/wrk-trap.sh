@@ -10,10 +10,7 @@ connections=${2:-32}
 source bench/serve.sh
 start_servers 18420 18421 18429
 # The same bare server sending a fixed 8 KB page: the ceiling for any page generator.
-target/release/examples/baseline 127.0.0.1:18428 8192 &
-fixed_pid=$!
-trap 'kill $quagmire_pid $baseline_pid $fixed_pid 2>/dev/null || true' EXIT
-for _ in $(seq 100); do curl -fs http://127.0.0.1:18428/ -o /dev/null && break; sleep 0.1; done
+start_baseline 18428 8192
 
 run() { # URL -> requests/s and transfer/s lines
   wrk -t1 -c"$connections" -d"${seconds}s" -s bench/paths.lua "$1" | awk '/Requests\/sec/ {r=$2} /Transfer\/sec/ {t=$2} END {print r, t}'

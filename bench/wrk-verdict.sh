@@ -12,14 +12,10 @@ connections=${2:-32}
 source bench/serve.sh
 start_servers 18450 18451 18459
 no_rules=$(mktemp -d)
+cleanup_dirs+=("$no_rules")
 echo 'return {}' >"$no_rules/none.lua"
 printf 'rules {\n    script "%s/none.lua"\n}\n' "$no_rules" >"$no_rules/none.kdl"
-QUAGMIRE_SECRET=bench-secret-0123456789abcdef RUST_LOG=warn \
-  target/release/quagmire serve --config "$no_rules/none.kdl" --listen 127.0.0.1:18452 \
-  --trap-listen 127.0.0.1:18453 &
-no_rules_pid=$!
-trap 'kill $quagmire_pid $baseline_pid $no_rules_pid 2>/dev/null || true; rm -rf "$no_rules"' EXIT
-for _ in $(seq 100); do curl -fs http://127.0.0.1:18452/health -o /dev/null && break; sleep 0.1; done
+start_quagmire 18452 18453 --config "$no_rules/none.kdl"
 
 run() { # URL -> "requests/s p50 p99"
   wrk -t1 -c"$connections" -d"${seconds}s" --latency -s bench/verdict.lua "$1" |
