@@ -123,9 +123,10 @@ fn a_page_is_appended_after_what_the_buffer_held() {
 
 #[test]
 fn written_pages_are_utf8_whatever_the_corpus_script() {
-    // The trap sends `write_page`'s bytes as they are, declared UTF-8. Words that are cut before
-    // trailing punctuation, capitalised, escaped or repeated in the title must stay whole
-    // characters. Sentences of 80 words run past every cap, so pages cut words such as "sie…".
+    // The trap sends `write_page`'s bytes as they are, declared UTF-8. Words cut before
+    // multi-byte trailing punctuation, escaped, or repeated from the title into the h1 must stay
+    // whole characters. Sentences of 80 words run past every cap, so pages cut words such as
+    // "straßen…".
     let words = [
         "übermäßig",
         "straßen…",
