@@ -8,7 +8,7 @@ use criterion::{BatchSize, Criterion, criterion_group, criterion_main};
 use quagmire::App;
 use quagmire::config::Config;
 use quagmire::secret::Secret;
-use quagmire::verdict::{ForwardedRequest, decide};
+use quagmire::verdict::{ForwardedRequest, decide_blocking};
 
 const CHROME: &str = "Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/130.0.0.0 Safari/537.36";
 
@@ -43,13 +43,13 @@ fn decisions(c: &mut Criterion) {
     let mut group = c.benchmark_group("decide");
     // `decide` takes the request by value; the copy made for each iteration is not timed.
     group.bench_function("browser_allowed", |b| {
-        b.iter_batched(|| human.clone(), |request| decide(&app, request), BatchSize::SmallInput)
+        b.iter_batched(|| human.clone(), |request| decide_blocking(&app, request), BatchSize::SmallInput)
     });
     group.bench_function("crawler_trapped", |b| {
-        b.iter_batched(|| crawler.clone(), |request| decide(&app, request), BatchSize::SmallInput)
+        b.iter_batched(|| crawler.clone(), |request| decide_blocking(&app, request), BatchSize::SmallInput)
     });
     // The rules alone on prepared facts.
-    let facts = decide(&app, human.clone()).facts;
+    let facts = decide_blocking(&app, human.clone()).facts;
     group.bench_function("rules_only", |b| b.iter(|| black_box(app.rules.evaluate(black_box(&facts)))));
     group.finish();
 }

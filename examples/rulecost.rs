@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use quagmire::App;
 use quagmire::config::Config;
 use quagmire::secret::Secret;
-use quagmire::verdict::{ForwardedRequest, decide};
+use quagmire::verdict::{ForwardedRequest, decide_blocking};
 
 fn main() {
     let mut config = Config::embedded();
@@ -38,14 +38,14 @@ fn main() {
         .collect(),
     };
     let whole = std::env::var_os("DECIDE").is_some();
-    let facts = decide(&app, request.clone()).facts;
+    let facts = decide_blocking(&app, request.clone()).facts;
     let rounds: u32 = std::env::var("ROUNDS").ok().and_then(|r| r.parse().ok()).unwrap_or(200_000);
     let mut best = Duration::MAX;
     for _ in 0..if rounds < 100_000 { 1 } else { 5 } {
         let started = Instant::now();
         for _ in 0..rounds {
             if whole {
-                std::hint::black_box(decide(&app, std::hint::black_box(&request).clone()));
+                std::hint::black_box(decide_blocking(&app, std::hint::black_box(&request).clone()));
             } else {
                 std::hint::black_box(app.rules.evaluate(std::hint::black_box(&facts)));
             }

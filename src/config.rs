@@ -189,6 +189,7 @@ impl Config {
                 lists: None,
                 fail: FailMode::Open,
                 limits: Limits { time: Duration::ZERO, memory: 0 },
+                workers: 0,
                 trap_threshold: 0.0,
             },
             trap: TrapConfig {

@@ -6,13 +6,18 @@
 //! rule that fails or runs over a limit gets the configured fail mode and is logged and counted,
 //! so a broken rule never stalls or crashes the service.
 //!
-//! Rules and lists are compiled once per (re)load. Each worker thread keeps its own Lua state and
-//! rebuilds it when the generation changes, so the request path takes no global lock.
+//! Rules and lists are compiled once per (re)load. Rules run on a pool of threads of their own
+//! (see [`pool`]), never on the async runtime's: each keeps its own Lua state and rebuilds it
+//! when the generation changes, so the request path takes no global lock, and a stuck rule
+//! holds no thread that serves HTTP.
 
 mod driver;
 mod helpers;
 pub mod lists;
 mod lua;
+mod patterns;
+mod pool;
+mod report;
 mod watchdog;
 
 use std::borrow::Cow;
@@ -93,7 +98,7 @@ pub enum FailMode {
 /// Limits on each rule call and each Lua state.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Limits {
-    /// Wall time per request, for all rules together.
+    /// CPU time per request, for all rules together.
     pub time: Duration,
     /// Bytes of memory per Lua state.
     pub memory: usize,
@@ -110,6 +115,8 @@ pub struct RulesConfig {
     pub fail: FailMode,
     /// Per-call and per-state limits.
     pub limits: Limits,
+    /// Rule worker threads; 0 is one per CPU core.
+    pub workers: usize,
     /// The trap score at which a client counts as trapped: `trap_threshold` in Lua, and the
     /// threshold of `quagmire_clients_over_threshold`.
     pub trap_threshold: f64,
@@ -126,6 +133,9 @@ pub enum RulesError {
         /// Why.
         source: std::io::Error,
     },
+    /// The rule workers cannot start.
+    #[error("{0}")]
+    Workers(String),
     /// A list entry is malformed.
     #[error("rules list {file}, line {line}: {message}")]
     List {
@@ -160,21 +170,29 @@ impl Compiled {
     }
 }
 
-/// The live ruleset, swapped whole on reload.
+/// The live ruleset, swapped whole on reload, and the workers that evaluate it.
 pub struct Rules {
     config: RulesConfig,
-    current: ArcSwap<Compiled>,
+    current: Arc<ArcSwap<Compiled>>,
+    pool: pool::Pool,
 }
 
-/// Generation numbers are unique in the process, so that a thread's cached Lua state can never
-/// be mistaken for another ruleset's (tests and tools build several `Rules`).
+/// Generation numbers are unique in the process, so that a worker's Lua state can never be
+/// mistaken for another ruleset's (tests and tools build several `Rules`).
 static GENERATIONS: AtomicU64 = AtomicU64::new(1);
 
 impl Rules {
-    /// Loads the configured script and lists; errors name the file (and line).
+    /// Loads the configured script and lists, and starts the workers; errors name the file (and
+    /// line).
     pub fn load(config: RulesConfig) -> Result<Rules, RulesError> {
         let compiled = compile(&config, GENERATIONS.fetch_add(1, Ordering::Relaxed))?;
-        Ok(Rules { config, current: ArcSwap::from_pointee(compiled) })
+        let current = Arc::new(ArcSwap::from_pointee(compiled));
+        let workers = match config.workers {
+            0 => std::thread::available_parallelism().map_or(2, usize::from),
+            workers => workers,
+        };
+        let pool = pool::Pool::start(current.clone(), workers).map_err(RulesError::Workers)?;
+        Ok(Rules { config, current, pool })
     }
 
     /// Loads the rules again; on error the running ruleset stays.
@@ -207,16 +225,53 @@ impl Rules {
         files
     }
 
-    /// Runs the rules on `facts`.
-    pub fn evaluate(&self, facts: &Facts) -> Decision {
-        lua::evaluate(&self.current.load(), facts, None)
+    /// Runs the rules on `facts` on a rule worker. Never fails and never waits past the
+    /// deadlines in [`pool`]: a rule that errors, runs over a limit or gets stuck gets the fail
+    /// mode.
+    pub async fn judge(&self, facts: Arc<Facts>) -> Decision {
+        let answer = self.pool.evaluate(facts, false).await;
+        self.answered(answer).0
     }
 
-    /// Runs the rules on `facts` and records what each rule did.
+    /// [`Rules::judge`] for callers outside the async runtime (tools, tests, benchmarks):
+    /// blocks the calling thread.
+    pub fn evaluate(&self, facts: &Facts) -> Decision {
+        self.evaluate_shared(Arc::new(facts.clone()))
+    }
+
+    /// [`Rules::evaluate`] on facts already shared.
+    pub fn evaluate_shared(&self, facts: Arc<Facts>) -> Decision {
+        let answer = self.pool.evaluate_blocking(facts, false);
+        self.answered(answer).0
+    }
+
+    /// Runs the rules on `facts` and records what each rule did (blocking, as `evaluate`).
     pub fn evaluate_traced(&self, facts: &Facts) -> (Decision, Vec<RuleOutcome>) {
-        let mut trace = Vec::new();
-        let decision = lua::evaluate(&self.current.load(), facts, Some(&mut trace));
-        (decision, trace)
+        let answer = self.pool.evaluate_blocking(Arc::new(facts.clone()), true);
+        self.answered(answer)
+    }
+
+    fn answered(&self, answer: Result<pool::Answer, pool::Unanswered>) -> (Decision, Vec<RuleOutcome>) {
+        match answer {
+            Ok(pool::Answer { decision, trace }) => (decision, trace),
+            Err(unanswered) => {
+                let rule: Arc<str> = Arc::from("rules");
+                let message = unanswered.message();
+                tracing::debug!(error = message, "rules unanswered");
+                let verdict = match self.current.load().fail {
+                    FailMode::Open => Verdict::Allow,
+                    FailMode::Closed => Verdict::Trap,
+                };
+                let decision = Decision {
+                    verdict,
+                    rule: rule.clone(),
+                    reason: format!("rule failed: {message}"),
+                    failures: vec![(rule.clone(), message.to_string())],
+                };
+                let trace = vec![RuleOutcome { rule, result: Cow::Owned(format!("error: {message}")) }];
+                (decision, trace)
+            }
+        }
     }
 }
 

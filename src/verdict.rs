@@ -5,6 +5,7 @@
 //! enrichment, and the client cache never refuses a record.
 
 use std::net::IpAddr;
+use std::sync::Arc;
 
 use crate::app::App;
 use crate::facts::{Facts, Headers};
@@ -38,23 +39,31 @@ impl ForwardedRequest {
 /// A decision with what it was based on.
 pub struct Judgement {
     /// What the rules saw.
-    pub facts: Facts,
+    pub facts: Arc<Facts>,
     /// The verdict and the deciding rule.
     pub decision: Decision,
 }
 
-/// Judges one request and records what it learns (request rate, trap hits).
-pub fn decide(app: &App, request: ForwardedRequest) -> Judgement {
-    let facts = facts(app, request);
-    let decision = app.rules.evaluate(&facts);
+/// Judges one request and records what it learns (request rate, trap hits). The rules run on
+/// their own threads; this waits for them without blocking the async runtime.
+pub async fn decide(app: &App, request: ForwardedRequest) -> Judgement {
+    let facts = Arc::new(facts(app, request));
+    let decision = app.rules.judge(facts.clone()).await;
     Judgement { facts, decision }
 }
 
-/// Like [`decide`], with every rule's result (for `explain`).
+/// [`decide`] for callers outside the async runtime (tools, benchmarks): blocks this thread.
+pub fn decide_blocking(app: &App, request: ForwardedRequest) -> Judgement {
+    let facts = Arc::new(facts(app, request));
+    let decision = app.rules.evaluate_shared(facts.clone());
+    Judgement { facts, decision }
+}
+
+/// Like [`decide_blocking`], with every rule's result (for `explain`).
 pub fn decide_traced(app: &App, request: ForwardedRequest) -> (Judgement, Vec<RuleOutcome>) {
     let facts = facts(app, request);
     let (decision, trace) = app.rules.evaluate_traced(&facts);
-    (Judgement { facts, decision }, trace)
+    (Judgement { facts: Arc::new(facts), decision }, trace)
 }
 
 /// Identity, enrichment and history for `request`; a trap URL counts as a trap hit.

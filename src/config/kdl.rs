@@ -115,7 +115,7 @@ const CLIENTS_KEYS: &[&str] =
     &["capacity", "idle-timeout-seconds", "trap-half-life-seconds", "requests-per-minute"];
 const GEO_KEYS: &[&str] = &["asn", "country"];
 const RULES_KEYS: &[&str] =
-    &["script", "lists", "trap-threshold", "fail", "time-limit-ms", "memory-limit-bytes"];
+    &["script", "lists", "trap-threshold", "fail", "time-limit-ms", "memory-limit-bytes", "workers"];
 const TRAP_KEYS: &[&str] = &["listen", "page-bytes", "links", "drip"];
 const DRIP_KEYS: &[&str] = &["enabled", "bytes-per-second", "chunk-bytes", "max-connections"];
 const CORPUS_KEYS: &[&str] = &["order", "embedded", "path"];
@@ -305,6 +305,7 @@ impl Reader<'_> {
             "memory-limit-bytes" => {
                 self.config.rules.limits.memory = self.integer(node, 1 << 20, 1 << 32)?;
             }
+            "workers" => self.config.rules.workers = self.integer(node, 0, 256)?,
             _ => return Err(self.unknown(node, "rules", RULES_KEYS)),
         }
         Ok(())

@@ -38,7 +38,7 @@ pub(crate) async fn verdict(
 ) -> Response {
     let request = forwarded_request(Some(peer), request.method(), request.headers());
     let started = Instant::now();
-    let judgement = decide(&app, request);
+    let judgement = decide(&app, request).await;
     let elapsed = started.elapsed();
     let decision = &judgement.decision;
     let facts = &judgement.facts;

@@ -14,7 +14,8 @@ use std::ffi::c_int;
 use mlua::{Function, Lua, ffi};
 
 /// The driver's source. A request crosses from Rust into Lua once, not once per rule. The chunk
-/// takes the rules' check functions and a few globals, and returns four functions:
+/// takes the rules' check functions and the sandbox's `reset` (which forgets the globals the last
+/// request wrote), and returns four functions:
 /// - `evaluate` takes the request and runs the rules. The request's text comes as one string
 ///   with the end offsets of its fields (see `Request`). It returns the deciding rule's index (0
 ///   for none), a code (1 for allow, `CODE_TRAP`) and the reason. The fields every default rule
@@ -25,7 +26,8 @@ use mlua::{Function, Lua, ffi};
 ///   index (0 when no rule was running),
 /// - and then, under fail-open, `resume()` to run the rules after it, with the same request.
 pub(super) const SOURCE: &str = r#"
-local checks, tostring, type, setmetatable, error = ...
+local checks, reset = ...
+local tostring, type, setmetatable, error = tostring, type, setmetatable, error
 local count = #checks
 local find, lower, sub = string.find, string.lower, string.sub
 
@@ -114,6 +116,7 @@ local function evaluate(tracing, text, proto, path, user_agent, method_end, prot
   request.is_trap_url = (packed & 2) ~= 0
 
   trace, current = tracing and {} or nil, 0
+  reset()
   return run(1)
 end
 

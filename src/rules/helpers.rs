@@ -6,6 +6,11 @@
 //! stack, error wrapping) cost more than the lookups themselves. Each list is a table of
 //! closures whose upvalue points at the compiled `List`, which the thread's rules state keeps
 //! alive for as long as the Lua state.
+//!
+//! A panic must not unwind through Lua's C frames, and a Lua error (a longjmp) must not cross a
+//! Rust frame that owns something: so each helper does its Rust work (the lookups) inside
+//! [`guarded`], which turns a panic into a Lua error raised after the Rust frames are done, and
+//! talks to Lua only outside it.
 
 #![allow(unsafe_code)]
 
@@ -13,13 +18,14 @@ use std::ffi::{CStr, c_int, c_void};
 use std::net::IpAddr;
 use std::sync::Arc;
 
-use mlua::{Function, Lua, ffi};
+use mlua::{Function, Lua, Table, ffi};
 
 use super::Compiled;
 use super::lists::{List, browser_claim};
 
-/// Installs `lists` and `browser` in `lua`'s globals. The returned lists must outlive `lua`.
-pub(super) fn install(lua: &Lua, compiled: &Compiled) -> mlua::Result<Vec<Arc<List>>> {
+/// Makes the `lists` table and the `browser` function for the sandbox. The returned lists must
+/// outlive `lua`.
+pub(super) fn install(lua: &Lua, compiled: &Compiled) -> mlua::Result<(Table, Function, Vec<Arc<List>>)> {
     let lists = lua.create_table()?;
     let mut kept = Vec::new();
     for (name, list) in &compiled.lists {
@@ -31,10 +37,9 @@ pub(super) fn install(lua: &Lua, compiled: &Compiled) -> mlua::Result<Vec<Arc<Li
         lists.set(name.as_str(), methods)?;
         kept.push(list.clone());
     }
-    lua.globals().set("lists", lists)?;
     // SAFETY: `browser` has no upvalues and follows the rules in `list_find`.
-    lua.globals().set("browser", unsafe { lua.create_c_function(browser) }?)?;
-    Ok(kept)
+    let browser = unsafe { lua.create_c_function(browser) }?;
+    Ok((lists, browser, kept))
 }
 
 /// A C closure of `function` with `target` as its one upvalue.
@@ -74,12 +79,23 @@ unsafe extern "C-unwind" fn list_find(state: *mut ffi::lua_State) -> c_int {
         let list = list_of(state, c"find");
         let found = match (list, ffi::lua_type(state, 2)) {
             (_, ffi::LUA_TNIL | ffi::LUA_TNONE) => None,
-            (List::Tokens(tokens), ffi::LUA_TSTRING) => tokens.find(bytes_at(state, 2)),
-            (List::Paths(paths), ffi::LUA_TSTRING) => paths.find(bytes_at(state, 2)),
-            (List::Networks(networks), ffi::LUA_TSTRING) => std::str::from_utf8(bytes_at(state, 2))
-                .ok()
-                .and_then(|text| text.parse::<IpAddr>().ok())
-                .and_then(|address| networks.find(address)),
+            (List::Tokens(tokens), ffi::LUA_TSTRING) => {
+                let text = bytes_at(state, 2);
+                guarded(state, || tokens.find(text))
+            }
+            (List::Paths(paths), ffi::LUA_TSTRING) => {
+                let text = bytes_at(state, 2);
+                guarded(state, || paths.find(text))
+            }
+            (List::Networks(networks), ffi::LUA_TSTRING) => {
+                let text = bytes_at(state, 2);
+                guarded(state, || {
+                    std::str::from_utf8(text)
+                        .ok()
+                        .and_then(|text| text.parse::<IpAddr>().ok())
+                        .and_then(|address| networks.find(address))
+                })
+            }
             (List::Asns(asns), ffi::LUA_TNUMBER) => {
                 let mut is_integer = 0;
                 let asn = ffi::lua_tointegerx(state, 2, &mut is_integer);
@@ -88,7 +104,7 @@ unsafe extern "C-unwind" fn list_find(state: *mut ffi::lua_State) -> c_int {
                 } else {
                     ffi::lua_tonumberx(state, 2, std::ptr::null_mut()) as i64
                 };
-                u32::try_from(asn).ok().and_then(|asn| asns.find(asn))
+                guarded(state, || u32::try_from(asn).ok().and_then(|asn| asns.find(asn)))
             }
             (list, kind) => {
                 let kind = ffi::lua_typename(state, kind);
@@ -119,7 +135,10 @@ unsafe extern "C-unwind" fn list_claimed(state: *mut ffi::lua_State) -> c_int {
             return 0;
         };
         let found = match ffi::lua_type(state, 2) {
-            ffi::LUA_TSTRING => networks.claimed(bytes_at(state, 2)),
+            ffi::LUA_TSTRING => {
+                let text = bytes_at(state, 2);
+                guarded(state, || networks.claimed(text))
+            }
             _ => None,
         };
         push_label(state, found)
@@ -144,7 +163,8 @@ unsafe extern "C-unwind" fn browser(state: *mut ffi::lua_State) -> c_int {
         if ffi::lua_type(state, 1) != ffi::LUA_TSTRING {
             return 0;
         }
-        let Some(claim) = std::str::from_utf8(bytes_at(state, 1)).ok().and_then(browser_claim) else {
+        let text = bytes_at(state, 1);
+        let Some(claim) = guarded(state, || std::str::from_utf8(text).ok().and_then(browser_claim)) else {
             return 0;
         };
         ffi::lua_pushlstring(state, claim.family.as_ptr().cast(), claim.family.len());
@@ -152,6 +172,25 @@ unsafe extern "C-unwind" fn browser(state: *mut ffi::lua_State) -> c_int {
         ffi::lua_pushinteger(state, ffi::lua_Integer::from(claim.minor));
     }
     3
+}
+
+/// Runs `lookup`, which must not call into Lua; a panic in it becomes a Lua error, raised once
+/// its frames are gone.
+///
+/// SAFETY: `state` is running a C function of this module, whose frame owns nothing that needs
+/// dropping (the error longjmps past it).
+unsafe fn guarded<T>(state: *mut ffi::lua_State, lookup: impl FnOnce() -> T) -> T {
+    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(lookup)) {
+        Ok(value) => value,
+        Err(payload) => {
+            drop(payload);
+            // SAFETY: see above; `luaL_error` does not return.
+            unsafe {
+                ffi::luaL_error(state, c"internal error in a rules helper".as_ptr());
+                std::hint::unreachable_unchecked()
+            }
+        }
+    }
 }
 
 /// The bytes of the string at `index`, borrowed from Lua (valid while the value is on the stack).

@@ -1,14 +1,15 @@
-//! The Lua side of the rules: a sandboxed Lua 5.4 state per worker thread, built with the helpers
-//! (`helpers.rs`) and the driver (`driver.rs`), and the request's text handed to the driver.
+//! The Lua side of the rules: a sandboxed Lua 5.4 state per rule worker, built with the sandbox
+//! (`sandbox.lua`), the helpers (`helpers.rs`, `patterns.rs`) and the driver (`driver.rs`), and
+//! the request's text handed to the driver.
 //!
-//! Sandbox: only the `table`, `string`, `math` and `utf8` libraries, without `load`, `dofile`,
-//! `loadfile`, `require`, `collectgarbage`, `print`, `rawset` or `string.dump`. Limits: the
-//! watchdog (`watchdog.rs`) stops an evaluation that runs past its time limit, and each state has
-//! a memory limit. The request is a per-thread table refilled for each request behind a
-//! read-only proxy; the whole ruleset runs in one call into Lua.
+//! Sandbox: rule scripts see only the environment `sandbox.lua` builds (the `table`, `string`,
+//! `math` and `utf8` libraries as read-only views, no `load`, `require`, `xpcall`, coroutines,
+//! `collectgarbage`, `print`, `warn`, `rawset` or `string.dump`); what a rule writes to globals
+//! is forgotten after its request. Limits: the watchdog (`watchdog.rs`) stops an evaluation
+//! that uses more CPU time than its limit, each state has a memory limit, and a state that runs
+//! out of memory is rebuilt. The whole ruleset runs in one call into Lua.
 
 use std::borrow::Cow;
-use std::cell::RefCell;
 use std::fmt::Write as _;
 use std::net::IpAddr;
 use std::sync::Arc;
@@ -16,37 +17,41 @@ use std::sync::Arc;
 use mlua::{Function, Lua, LuaOptions, StdLib, Table, Value};
 
 use super::driver::{self, CODE_TRAP, Driver, Outcome};
-use super::helpers;
 use super::lists::List;
 use super::watchdog::Registration;
 use super::{Compiled, Decision, FailMode, RuleOutcome, RulesError, Verdict};
+use super::{helpers, patterns};
 use crate::facts::Facts;
 use crate::numbers::Decimal;
 
 /// Loading a script gets this many times a request's time limit.
 const SETUP_LIMIT_FACTOR: u32 = 10;
 
-/// One thread's Lua state for one ruleset generation.
+/// The sandbox's source (see the file).
+const SANDBOX: &str = include_str!("sandbox.lua");
+
+/// One worker's Lua state for one ruleset generation, and everything that points into it.
+///
+/// Fields drop in declaration order, and that order is the one this state needs: the watchdog
+/// slot leaves first (nothing may signal a thread about a state that is going), then the
+/// handles into the state, then the state itself, and last the lists, which the helpers' C
+/// closures point at for as long as the state lives.
 struct ThreadRules {
-    generation: u64,
-    lua: Lua,
-    /// Rule names, in order.
-    names: Vec<Arc<str>>,
+    /// The state's evaluation clock.
+    watch: Registration,
     /// The driver, which runs every rule in one call; the functions that record a rule's
     /// failure and return the trace (see `driver::SOURCE`).
     driver: Driver,
     failed: Function,
     last_trace: Function,
+    lua: Lua,
     /// The lists the helpers in `lua` point at.
     _lists: Vec<Arc<List>>,
-    /// The state's evaluation clock.
-    watch: Registration,
+    generation: u64,
+    /// Rule names, in order.
+    names: Vec<Arc<str>>,
     /// The rule name of a decision no rule made.
     no_rule: Arc<str>,
-}
-
-thread_local! {
-    static STATE: RefCell<Option<ThreadRules>> = const { RefCell::new(None) };
 }
 
 /// Compiles the ruleset in a fresh state and returns its rule names.
@@ -55,36 +60,74 @@ pub(super) fn check(compiled: &Compiled) -> Result<Vec<String>, RulesError> {
     Ok(state.names.iter().map(|name| name.to_string()).collect())
 }
 
-/// Runs the rules on `facts` in this thread's state.
-pub(super) fn evaluate(compiled: &Compiled, facts: &Facts, trace: Option<&mut Vec<RuleOutcome>>) -> Decision {
-    STATE.with(|cell| {
-        let mut slot = cell.borrow_mut();
-        if slot.as_ref().is_none_or(|state| state.generation != compiled.generation) {
-            match build(compiled) {
-                Ok(state) => *slot = Some(state),
-                Err(error) => {
-                    // The ruleset compiled at load, so this is a resource problem; apply the fail mode.
-                    tracing::error!(%error, "cannot build a Lua state for the rules");
-                    return failed(compiled.fail, &Arc::from("rules"), &error.to_string());
-                }
-            }
-        }
-        let state = slot.as_ref().expect("state built above");
-        run(state, compiled, facts, trace)
-    })
+/// A rule worker's Lua state (built on first use and whenever the ruleset changes) and the
+/// buffer it hands requests to the driver in. Bound to the thread that made it.
+pub(super) struct Evaluator {
+    state: Option<ThreadRules>,
+    /// The request's text for the driver, refilled for each request (see `fill_blob`).
+    blob: String,
 }
+
+impl Evaluator {
+    pub(super) fn new() -> Evaluator {
+        Evaluator { state: None, blob: String::new() }
+    }
+
+    /// Builds the state for `compiled` unless it is already built; a failure is kept for
+    /// `evaluate` to report.
+    pub(super) fn prepare(&mut self, compiled: &Compiled) -> Option<RulesError> {
+        if self.state.as_ref().is_some_and(|state| state.generation == compiled.generation) {
+            return None;
+        }
+        self.state = None;
+        match build(compiled) {
+            Ok(state) => {
+                self.state = Some(state);
+                None
+            }
+            Err(error) => Some(error),
+        }
+    }
+
+    /// Runs the rules on `facts`; with `tracing`, also returns what each rule did.
+    pub(super) fn evaluate(
+        &mut self,
+        compiled: &Compiled,
+        facts: &Facts,
+        tracing: bool,
+    ) -> (Decision, Vec<RuleOutcome>) {
+        if let Some(error) = self.prepare(compiled) {
+            // The ruleset compiled at load, so this is a resource problem; apply the fail mode.
+            tracing::error!(%error, "cannot build a Lua state for the rules");
+            return (failed(compiled.fail, &Arc::from("rules"), &error.to_string()), Vec::new());
+        }
+        let Some(state) = self.state.as_ref() else {
+            return (failed(compiled.fail, &Arc::from("rules"), "no Lua state"), Vec::new());
+        };
+        let mut trace = Vec::new();
+        let decision = run(state, &mut self.blob, compiled, facts, tracing.then_some(&mut trace));
+        // A state that ran out of memory may hold what filled it: start the next request afresh.
+        if decision.failures.iter().any(|(_, message)| message == MEMORY_LIMIT_EXCEEDED) {
+            self.state = None;
+        }
+        (decision, trace)
+    }
+}
+
+/// A failure's text when a state runs out of memory.
+const MEMORY_LIMIT_EXCEEDED: &str = "memory limit exceeded";
 
 fn run(
     state: &ThreadRules,
+    blob: &mut String,
     compiled: &Compiled,
     facts: &Facts,
     trace: Option<&mut Vec<RuleOutcome>>,
 ) -> Decision {
-    BLOB.with(|cell| {
-        let mut blob = cell.borrow_mut();
+    {
         // Held to the end: the failure path runs Lua too.
         let running = state.watch.start(compiled.limits.time);
-        let ends = fill_blob(&mut blob, facts);
+        let ends = fill_blob(blob, facts);
         // Flags and the ASN in one argument.
         let packed = i64::from(facts.history.rate_limited)
             | i64::from(facts.is_trap_url) << 1
@@ -114,7 +157,6 @@ fn run(
             let rule = state.names.get(index.wrapping_sub(1)).cloned();
             let resumable = rule.is_some() && compiled.fail == FailMode::Open;
             let rule = rule.unwrap_or_else(|| Arc::from("rules"));
-            tracing::warn!(rule = &*rule, error = %message, script = %compiled.name, "rule failed");
             failures.push((rule.clone(), message.clone()));
             if !resumable {
                 break failed(compiled.fail, &rule, &message);
@@ -131,12 +173,12 @@ fn run(
                     .map(|(rule, result)| RuleOutcome { rule, result: Cow::Owned(result) }),
             );
         }
-        // A rule that ran out of memory leaves garbage behind; collect it before the next request.
+        // Garbage a rule left behind is collected before it counts against the next request.
         if state.lua.used_memory() > compiled.limits.memory / 2 {
             let _ = state.lua.gc_collect();
         }
         decision
-    })
+    }
 }
 
 fn decided(state: &ThreadRules, Outcome { index, code, reason }: Outcome) -> Decision {
@@ -146,11 +188,6 @@ fn decided(state: &ThreadRules, Outcome { index, code, reason }: Outcome) -> Dec
         _ => Verdict::Allow,
     };
     Decision { verdict, rule, reason: reason.unwrap_or_default(), failures: Vec::new() }
-}
-
-thread_local! {
-    /// The request's text for the driver, refilled for each request (see `fill_blob`).
-    static BLOB: RefCell<String> = const { RefCell::new(String::new()) };
 }
 
 /// Writes the request's text fields into `blob`: method, proto, host, URI, User-Agent, address,
@@ -226,9 +263,25 @@ fn clean_message(message: &str) -> String {
     let first = message.lines().next().unwrap_or_default();
     let first = first.strip_prefix("runtime error: ").unwrap_or(first);
     if first.contains("not enough memory") {
-        return "memory limit exceeded".into();
+        return MEMORY_LIMIT_EXCEEDED.into();
     }
-    first.to_string()
+    cut(first, MAX_MESSAGE).into_owned()
+}
+
+/// The longest failure text kept: a rule can raise a string of any size, and the text reaches
+/// logs, traces and metrics.
+const MAX_MESSAGE: usize = 512;
+
+/// `text` cut to at most `max` bytes on a character boundary, saying how much was left out.
+fn cut(text: &str, max: usize) -> Cow<'_, str> {
+    if text.len() <= max {
+        return Cow::Borrowed(text);
+    }
+    let mut end = max;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    Cow::Owned(format!("{}… (+{} bytes)", &text[..end], text.len() - end))
 }
 
 fn failed(mode: FailMode, rule: &Arc<str>, message: &str) -> Decision {
@@ -247,7 +300,7 @@ fn failed(mode: FailMode, rule: &Arc<str>, message: &str) -> Decision {
 fn error_message(error: &mlua::Error) -> String {
     match error {
         mlua::Error::CallbackError { cause, .. } => error_message(cause),
-        mlua::Error::MemoryError(_) => "memory limit exceeded".into(),
+        mlua::Error::MemoryError(_) => MEMORY_LIMIT_EXCEEDED.into(),
         other => other.to_string().lines().next().unwrap_or_default().to_string(),
     }
 }
@@ -264,14 +317,14 @@ fn build(compiled: &Compiled) -> Result<ThreadRules, RulesError> {
     let Prepared { names, driver, failed, last_trace, lists } = prepare(&lua, compiled)?;
     drop(running);
     Ok(ThreadRules {
-        generation: compiled.generation,
-        lua,
-        names,
+        watch,
         driver,
         failed,
         last_trace,
+        lua,
         _lists: lists,
-        watch,
+        generation: compiled.generation,
+        names,
         no_rule: Arc::from(""),
     })
 }
@@ -285,20 +338,31 @@ struct Prepared {
     last_trace: Function,
 }
 
-/// Sandboxes the state, installs the helpers, runs the script and builds the driver over its
-/// rules.
+/// Builds the sandbox, runs the script in it and builds the driver over its rules.
 fn prepare(lua: &Lua, compiled: &Compiled) -> Result<Prepared, RulesError> {
     let script_error =
         |error: mlua::Error| RulesError::Script(format!("{}: {}", compiled.name, error_message(&error)));
-    sandbox(lua).map_err(script_error)?;
-    let lists = helpers::install(lua, compiled).map_err(script_error)?;
-    lua.globals().set("trap_threshold", compiled.trap_threshold).map_err(script_error)?;
+    let (lists, browser, kept) = helpers::install(lua, compiled).map_err(script_error)?;
+    let (env, settle, reset, _base): (Table, Function, Function, Table) = lua
+        .load(SANDBOX)
+        .set_name("=quagmire sandbox")
+        .call((
+            patterns::guard(lua).map_err(script_error)?,
+            patterns::re(lua).map_err(script_error)?,
+            lists,
+            browser,
+            compiled.trap_threshold,
+        ))
+        .map_err(script_error)?;
+    strip_globals(lua).map_err(script_error)?;
     lua.set_memory_limit(compiled.limits.memory).map_err(script_error)?;
     let returned: Value = lua
         .load(compiled.source.as_str())
         .set_name(format!("@{}", compiled.name))
+        .set_environment(env)
         .eval()
         .map_err(|error| RulesError::Script(error_message(&error)))?;
+    settle.call::<()>(()).map_err(script_error)?;
     let Value::Table(list) = returned else {
         return Err(RulesError::Script(format!(
             "{}: the script must return a list of rules ({{ name = ..., check = function(r) ... end }})",
@@ -320,42 +384,47 @@ fn prepare(lua: &Lua, compiled: &Compiled) -> Result<Prepared, RulesError> {
         checks.push(check).map_err(script_error)?;
         names.push(Arc::from(name));
     }
-    let tostring: Function = lua.globals().get("tostring").map_err(script_error)?;
-    let type_of: Function = lua.globals().get("type").map_err(script_error)?;
-    let setmetatable: Function = lua.globals().get("setmetatable").map_err(script_error)?;
-    let error: Function = lua.globals().get("error").map_err(script_error)?;
     let (evaluate, failed, resume, last_trace): (Function, Function, Function, Function) = lua
         .load(driver::SOURCE)
         .set_name("=quagmire rule driver")
-        .call((checks, tostring, type_of, setmetatable, error))
+        .call((checks, reset))
         .map_err(script_error)?;
     let driver = Driver::new(lua, evaluate, resume).map_err(script_error)?;
-    Ok(Prepared { names, driver, failed, last_trace, lists })
+    Ok(Prepared { names, driver, failed, last_trace, lists: kept })
 }
 
-/// Removes what could read files, load code or inspect the host from the globals, and refuses
-/// `__gc` metamethods: a finalizer runs whenever Lua collects, even when the state closes, outside
-/// any evaluation's time limit.
-fn sandbox(lua: &Lua) -> mlua::Result<()> {
-    lua.load(
-        r#"
-        local setmetatable, rawget, error = setmetatable, rawget, error
-        _G.setmetatable = function(table, metatable)
-          if metatable ~= nil and rawget(metatable, "__gc") ~= nil then
-            error("rules cannot set __gc metamethods", 2)
-          end
-          return setmetatable(table, metatable)
-        end
-        "#,
-    )
-    .set_name("=quagmire sandbox")
-    .exec()?;
+/// Removes from the state's own globals what could read files, load code or escape the time
+/// limit. Rules never see these globals (their environment is the sandbox's), so this only
+/// narrows what the sandbox and driver chunks could reach by mistake.
+fn strip_globals(lua: &Lua) -> mlua::Result<()> {
     let globals = lua.globals();
-    // `rawset` could write through the read-only request view.
-    for name in ["dofile", "loadfile", "load", "require", "collectgarbage", "print", "rawset"] {
+    for name in
+        ["dofile", "loadfile", "load", "require", "collectgarbage", "print", "warn", "rawset", "xpcall"]
+    {
         globals.set(name, Value::Nil)?;
     }
-    let string: Table = globals.get("string")?;
-    string.set("dump", Value::Nil)?;
     Ok(())
+}
+
+#[cfg(test)]
+/// The names a rule script can reach as globals, and those in its `string` library.
+pub(super) fn visible_names(compiled: &Compiled) -> (Vec<String>, Vec<String>) {
+    let lua =
+        Lua::new_with(StdLib::TABLE | StdLib::STRING | StdLib::MATH | StdLib::UTF8, LuaOptions::default())
+            .unwrap();
+    let (lists, browser, _kept) = helpers::install(&lua, compiled).unwrap();
+    let (_env, _settle, _reset, base): (Table, Function, Function, Table) = lua
+        .load(SANDBOX)
+        .call((patterns::guard(&lua).unwrap(), patterns::re(&lua).unwrap(), lists, browser, 1.0))
+        .unwrap();
+    let mut globals: Vec<String> = base.pairs::<String, Value>().map(|pair| pair.unwrap().0).collect();
+    let strings: Table = lua
+        .load("local names = {} for k in pairs(string) do names[#names + 1] = k end return names")
+        .set_environment(base)
+        .eval()
+        .unwrap();
+    let mut strings: Vec<String> = strings.sequence_values::<String>().map(Result::unwrap).collect();
+    globals.sort();
+    strings.sort();
+    (globals, strings)
 }

@@ -26,6 +26,7 @@ fn default_rules() -> Rules {
         lists: None,
         fail: FailMode::Open,
         limits: limits(),
+        workers: 1,
         trap_threshold: 5.0,
     })
     .unwrap()
@@ -231,6 +232,7 @@ fn script_rules(script: &str, fail: FailMode) -> Result<Rules, RulesError> {
         lists: None,
         fail,
         limits: limits(),
+        workers: 1,
         trap_threshold: 5.0,
     });
     drop(dir);
@@ -473,6 +475,7 @@ fn reload_keeps_the_old_rules_when_the_new_file_is_broken() {
         lists: None,
         fail: FailMode::Open,
         limits: limits(),
+        workers: 1,
         trap_threshold: 5.0,
     })
     .unwrap();
@@ -494,9 +497,12 @@ fn broken_lists_are_load_errors_naming_file_and_line() {
         lists: Some(dir.path().into()),
         fail: FailMode::Open,
         limits: limits(),
+        workers: 1,
         trap_threshold: 5.0,
     })
     .err()
     .unwrap();
     assert!(err.to_string().contains("datacenter-asns.txt, line 2"), "{err}");
 }
+
+mod hostile;

@@ -1,18 +1,30 @@
-//! The time limit on rule code: stops a Lua evaluation that runs past its limit without costing
-//! the evaluations that don't.
+//! The time limit on rule code: stops a Lua evaluation that uses more CPU time than its limit
+//! without costing the evaluations that don't.
 //!
 //! Lua 5.4 interrupts running code only from a hook, and while any hook is set its VM stops at
 //! every instruction to service it: a count hook cost a quarter of every evaluation. So no hook is
 //! set while rules run. Each thread's Lua state has a [`Slot`] saying since when it has been
-//! evaluating; a watchdog thread looks at the slots every few milliseconds and sends `SIGURG` to
-//! the thread of a slot past its limit. The signal handler, on that thread, installs a hook that
-//! raises "time limit exceeded" at the next VM instruction. This is how the standalone `lua`
-//! interpreter stops a script on Ctrl-C. One long call into C (a pathological `string.find`) is
-//! not interrupted until it returns to the VM, as it was not under the count hook.
+//! evaluating; a watchdog thread looks at the slots every few milliseconds, reads the CPU time
+//! the slot's thread used since the evaluation began, and sends `SIGURG` to a thread past its
+//! limit. The signal handler, on that thread, installs a hook that raises "time limit exceeded"
+//! (at the rule's own line) at the next VM instruction. This is how the standalone `lua`
+//! interpreter stops a script on Ctrl-C.
+//!
+//! CPU time, not wall time, so that an overloaded machine, which hands a thread its CPU more
+//! slowly, never stops a rule that did nothing wrong. The watchdog takes its first reading of an
+//! evaluation at its first look, so it may grant up to one look's interval (a quarter of the
+//! limit) more. One long call into C (`table.sort` of a huge table) is not interrupted until it
+//! returns to the VM; the rule pool's deadline is the backstop for that (see `pool.rs`).
+//!
+//! The stop hook raises an error, and Lua runs a message handler for an error raised in a hook
+//! with hooks off: so no message handler may exist. The sandbox has no `xpcall` (the one way for
+//! rules to set one) and no coroutines (whose hooks are their own); the driver is called with
+//! none.
 
 #![allow(unsafe_code)]
 
-use std::ffi::CStr;
+use std::ffi::{CStr, c_char};
+use std::marker::PhantomData;
 use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, Ordering};
 use std::sync::{Arc, LazyLock, Mutex, OnceLock, PoisonError};
 use std::thread::Thread;
@@ -33,10 +45,17 @@ pub(super) struct Slot {
     /// The thread that owns the state; the only one that evaluates in it.
     thread: libc::pthread_t,
     state: AtomicPtr<ffi::lua_State>,
+    /// The thread's CPU-time clock.
+    cpu_clock: libc::clockid_t,
     /// When the current evaluation started, in nanoseconds since `EPOCH` (never 0); 0 when idle.
+    /// It also tells evaluations apart.
     started: AtomicU64,
-    /// The current evaluation's limit in nanoseconds.
+    /// The current evaluation's limit in nanoseconds of CPU time.
     limit: AtomicU64,
+    /// The watchdog's first reading of the thread's CPU clock for an evaluation, and the
+    /// `started` it belongs to. Only the watchdog thread touches these.
+    cpu_baseline: AtomicU64,
+    baseline_of: AtomicU64,
     /// The `started` of the evaluation the watchdog decided to stop.
     stop: AtomicU64,
     /// Whether the stop hook is installed.
@@ -45,14 +64,17 @@ pub(super) struct Slot {
     evaluations: AtomicU64,
 }
 
-/// A slot in the watchdog's list; dropping it takes the slot out.
+/// A slot in the watchdog's list; dropping it takes the slot out. Bound to the thread that made
+/// it (the slot names that thread), so not `Send`.
 pub(super) struct Registration {
     slot: Arc<Slot>,
+    _thread_bound: PhantomData<*const ()>,
 }
 
-/// An evaluation being timed; dropping it ends the evaluation.
+/// An evaluation being timed; dropping it ends the evaluation. Not `Send`, as `Registration`.
 pub(super) struct Running<'a> {
     slot: &'a Slot,
+    _thread_bound: PhantomData<*const ()>,
 }
 
 thread_local! {
@@ -149,7 +171,19 @@ impl Watchdog {
                 continue;
             }
             busy = true;
-            if now.saturating_sub(started) > limit && slot.stop.load(Ordering::SeqCst) != started {
+            // Wall time bounds CPU time: no need to read the clock of a young evaluation.
+            if now.saturating_sub(started) <= limit && slot.baseline_of.load(Ordering::Relaxed) == started {
+                continue;
+            }
+            let Some(cpu) = slot.cpu_time() else { continue };
+            if slot.baseline_of.swap(started, Ordering::Relaxed) != started {
+                slot.cpu_baseline.store(cpu, Ordering::Relaxed);
+                continue;
+            }
+            let used = cpu.saturating_sub(slot.cpu_baseline.load(Ordering::Relaxed));
+            // Signal again while the hook is not in: a signal that found nothing to stop is
+            // not lost.
+            if used > limit && !slot.hooked.load(Ordering::SeqCst) {
                 slot.stop.store(started, Ordering::SeqCst);
                 // SAFETY: the thread is alive while its slot is listed (see above).
                 unsafe { libc::pthread_kill(slot.thread, libc::SIGURG) };
@@ -167,18 +201,27 @@ impl Registration {
         // SAFETY: only reads the pointer of the main state, where calls from Rust run.
         unsafe { lua.exec_raw::<()>((), |raw| state = raw) }
             .map_err(|error| format!("cannot watch a Lua state: {error}"))?;
+        // SAFETY: pthread_self has no preconditions.
+        let thread = unsafe { libc::pthread_self() };
+        let mut cpu_clock: libc::clockid_t = 0;
+        // SAFETY: `thread` is this thread; the clock id is written to a local.
+        if unsafe { libc::pthread_getcpuclockid(thread, &mut cpu_clock) } != 0 {
+            return Err("cannot read this thread's CPU clock for the rules' time limit".into());
+        }
         let slot = Arc::new(Slot {
-            // SAFETY: pthread_self has no preconditions.
-            thread: unsafe { libc::pthread_self() },
+            thread,
             state: AtomicPtr::new(state),
+            cpu_clock,
             started: AtomicU64::new(0),
             limit: AtomicU64::new(u64::MAX),
+            cpu_baseline: AtomicU64::new(0),
+            baseline_of: AtomicU64::new(0),
             stop: AtomicU64::new(0),
             hooked: AtomicBool::new(false),
             evaluations: AtomicU64::new(0),
         });
         watchdog.slots.lock().unwrap_or_else(PoisonError::into_inner).push(slot.clone());
-        Ok(Registration { slot })
+        Ok(Registration { slot, _thread_bound: PhantomData })
     }
 
     /// Starts timing an evaluation on this thread, stopped once it runs longer than `limit`.
@@ -187,8 +230,10 @@ impl Registration {
         // Only this thread writes the counter.
         slot.evaluations.store(slot.evaluations.load(Ordering::Relaxed).wrapping_add(1), Ordering::Relaxed);
         slot.limit.store(u64::try_from(limit.as_nanos()).unwrap_or(u64::MAX), Ordering::Relaxed);
-        slot.started.store(now(), Ordering::SeqCst);
+        // `ACTIVE` before `started`: once the watchdog can see the evaluation, the signal
+        // handler must find it, or the stop would be lost.
         ACTIVE.with(|active| active.store(std::ptr::from_ref(slot).cast_mut(), Ordering::SeqCst));
+        slot.started.store(now(), Ordering::SeqCst);
         if let Ok(watchdog) = watchdog()
             && watchdog.idle.load(Ordering::SeqCst)
             && watchdog.idle.swap(false, Ordering::SeqCst)
@@ -196,7 +241,7 @@ impl Registration {
         {
             thread.unpark();
         }
-        Running { slot }
+        Running { slot, _thread_bound: PhantomData }
     }
 }
 
@@ -219,6 +264,19 @@ impl Running<'_> {
 }
 
 impl Slot {
+    /// The CPU time the slot's thread has used, in nanoseconds.
+    fn cpu_time(&self) -> Option<u64> {
+        let mut time = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+        // SAFETY: the clock belongs to a thread that is alive while its slot is listed; the
+        // result is written to a local.
+        if unsafe { libc::clock_gettime(self.cpu_clock, &mut time) } != 0 {
+            return None;
+        }
+        let seconds = u64::try_from(time.tv_sec).ok()?;
+        let nanos = u64::try_from(time.tv_nsec).ok()?;
+        Some(seconds.saturating_mul(1_000_000_000).saturating_add(nanos))
+    }
+
     /// Removes the stop hook if the signal handler installed one.
     fn unhook(&self) {
         if self.hooked.swap(false, Ordering::SeqCst) {
@@ -258,7 +316,11 @@ fn on_signal() {
 }
 
 /// Raises "time limit exceeded" at every instruction until the evaluation returns to Rust, so
-/// a rule that catches the error with `pcall` cannot go on.
+/// a rule that catches the error with `pcall` cannot go on. The message names the line of the
+/// rule script that was running (the innermost frame of a chunk loaded from a file), not the
+/// driver's.
+///
+/// It cannot panic: it only calls Lua's C API.
 unsafe extern "C-unwind" fn stop_hook(state: *mut ffi::lua_State, _: *mut ffi::lua_Debug) {
     if ACTIVE.with(|active| active.load(Ordering::SeqCst)).is_null() {
         // No evaluation to stop (cannot happen: the hook goes before `ACTIVE` is cleared).
@@ -267,6 +329,28 @@ unsafe extern "C-unwind" fn stop_hook(state: *mut ffi::lua_State, _: *mut ffi::l
         return;
     }
     // SAFETY: raising an error from a hook is allowed; it unwinds only C frames to the nearest
-    // protected call, and this frame owns nothing that needs dropping.
-    unsafe { ffi::luaL_error(state, TIME_LIMIT_EXCEEDED.as_ptr()) };
+    // protected call, and this frame owns nothing that needs dropping. `lua_getstack` and
+    // `lua_getinfo` fill a local record, which is plain data.
+    unsafe {
+        let mut record: ffi::lua_Debug = std::mem::zeroed();
+        let mut level = 0;
+        while ffi::lua_getstack(state, level, &mut record) != 0 {
+            if ffi::lua_getinfo(state, c"Sl".as_ptr(), &mut record) != 0
+                && !record.source.is_null()
+                && *record.source == b'@' as c_char
+                && record.currentline > 0
+            {
+                ffi::lua_pushfstring(
+                    state,
+                    c"%s:%d: %s".as_ptr(),
+                    record.short_src.as_ptr(),
+                    record.currentline,
+                    TIME_LIMIT_EXCEEDED.as_ptr(),
+                );
+                ffi::lua_error(state);
+            }
+            level += 1;
+        }
+        ffi::luaL_error(state, TIME_LIMIT_EXCEEDED.as_ptr());
+    }
 }

@@ -1,0 +1,99 @@
+-- The environment rule scripts run in. Loaded once per Lua state, before the script, as
+-- "=quagmire sandbox"; see src/rules/lua.rs.
+--
+-- What a rule changes does not outlive its request:
+-- - the libraries (string, table, math, utf8), `lists` and every table the script leaves in a
+--   global are read-only views; the string metatable is hidden;
+-- - a global a rule writes lands in a scratch table that `reset` empties before each request,
+--   over the globals the script defined while loading.
+-- State can persist only in the script's own local variables; it counts against the state's
+-- memory limit, and a state that runs out of memory is rebuilt.
+--
+-- Lua patterns whose matching can backtrack (quantifiers, %b) are refused by `check_pattern`:
+-- their time in C cannot be limited. `re` offers linear-time regular expressions instead.
+local check_pattern, re, lists, browser, trap_threshold = ...
+
+local setmetatable, getmetatable, rawget, error, next, type = setmetatable, getmetatable, rawget, error, next, type
+local find, match, gmatch, gsub = string.find, string.match, string.gmatch, string.gsub
+
+local function read_only()
+  error("rules cannot change this table: changes would outlive the request", 2)
+end
+
+-- Read-only views, by the table they show. A view's own table is reachable only through it.
+local views, is_view = {}, {}
+local function freeze(t)
+  if type(t) ~= "table" or is_view[t] then return t end
+  local view = views[t]
+  if view then return view end
+  view = {}
+  views[t], is_view[view] = view, true
+  for key, value in next, t do
+    if type(value) == "table" then t[key] = freeze(value) end
+  end
+  local function step(_, key) return next(t, key) end
+  setmetatable(view, {
+    __index = t,
+    __newindex = read_only,
+    __len = function() return #t end,
+    __pairs = function() return step, view, nil end,
+    __metatable = false,
+  })
+  return view
+end
+
+local strings = {}
+for name, f in next, string do strings[name] = f end
+strings.dump = nil
+strings.find = function(s, pattern, init, plain)
+  if not plain then check_pattern(pattern) end
+  return find(s, pattern, init, plain)
+end
+strings.match = function(s, pattern, init) check_pattern(pattern); return match(s, pattern, init) end
+strings.gmatch = function(s, pattern, init) check_pattern(pattern); return gmatch(s, pattern, init) end
+strings.gsub = function(s, pattern, replacement, n)
+  check_pattern(pattern)
+  return gsub(s, pattern, replacement, n)
+end
+-- ("text"):find(...) goes through the string metatable: the same guarded functions, and the
+-- metatable itself out of reach.
+local string_metatable = getmetatable("")
+string_metatable.__index = strings
+string_metatable.__metatable = false
+
+local base = {
+  assert = assert, error = error, getmetatable = getmetatable, ipairs = ipairs, next = next,
+  pairs = pairs, pcall = pcall, rawequal = rawequal, rawget = rawget, rawlen = rawlen,
+  select = select, tonumber = tonumber, tostring = tostring, type = type, _VERSION = _VERSION,
+  -- A finalizer runs whenever Lua collects, even when the state closes, outside any
+  -- evaluation's time limit.
+  setmetatable = function(t, metatable)
+    if metatable ~= nil and rawget(metatable, "__gc") ~= nil then
+      error("rules cannot set __gc metamethods", 2)
+    end
+    return setmetatable(t, metatable)
+  end,
+  string = freeze(strings), table = freeze(table), math = freeze(math), utf8 = freeze(utf8),
+  lists = freeze(lists), re = freeze(re), browser = browser, trap_threshold = trap_threshold,
+}
+
+-- Reads look in scratch (this request's writes), then loaded (the script's globals), then base.
+local loaded = setmetatable({}, { __index = base })
+local scratch = setmetatable({}, { __index = loaded })
+local env = setmetatable({}, { __index = scratch, __newindex = scratch, __metatable = false })
+base._G = env
+
+-- Before each request: forget the globals the last one wrote.
+local function reset()
+  if next(scratch) ~= nil then
+    for key in next, scratch do scratch[key] = nil end
+  end
+end
+
+-- After the script ran: what it left in globals becomes the loaded layer, tables read-only.
+local function settle()
+  for key, value in next, scratch do loaded[key] = freeze(value) end
+  reset()
+end
+
+return env, settle, reset, base

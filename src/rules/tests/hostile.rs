@@ -1,0 +1,291 @@
+//! Hostile and careless rule scripts, as a specification: whatever a script does, no request
+//! waits much past the time limit, the service keeps answering, and nothing one request does to
+//! the Lua state reaches the next.
+
+use std::time::{Duration, Instant};
+
+use super::*;
+
+fn rules_with(script: &str, fail: FailMode, limits: Limits) -> Result<Rules, RulesError> {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("rules.lua");
+    std::fs::write(&path, script).unwrap();
+    Rules::load(RulesConfig {
+        script: Some(path),
+        lists: None,
+        fail,
+        limits,
+        workers: 1,
+        trap_threshold: 5.0,
+    })
+}
+
+/// The most a stopped evaluation may take: the pool's deadline, plus room for a loaded machine.
+fn bound(limits: &Limits) -> Duration {
+    limits.time * 2 + pool::MARGIN + Duration::from_millis(500)
+}
+
+#[test]
+fn a_message_handler_that_loops_cannot_escape_the_time_limit() {
+    // xpcall's handler runs with hooks off when the stop is raised in a hook; the sandbox has
+    // no xpcall, so the script fails instead of hanging the worker.
+    let script = r#"return {
+        { name = "handler", check = function(r) xpcall(error, function(e) while true do end end) end },
+        { name = "after", check = function(r) return "allow", "reached" end },
+    }"#;
+    let rules = rules_with(script, FailMode::Closed, limits()).unwrap();
+    for _ in 0..3 {
+        let started = Instant::now();
+        let decision = rules.evaluate(&Request::browser(CHROME).facts());
+        assert!(started.elapsed() < bound(&limits()), "took {:?}", started.elapsed());
+        assert_eq!((decision.verdict, &*decision.rule), (Verdict::Trap, "handler"));
+    }
+    // At the top level of a script, too: a load error, not a hung `check` or reload.
+    let started = Instant::now();
+    let error = rules_with("xpcall(error, function(e) while true do end end)", FailMode::Open, limits())
+        .err()
+        .expect("a load error");
+    assert!(error.to_string().contains("xpcall"), "{error}");
+    assert!(started.elapsed() < Duration::from_secs(2));
+}
+
+#[test]
+fn backtracking_patterns_are_refused_and_regular_expressions_take_their_place() {
+    let script = r#"return {
+        { name = "pattern", check = function(r)
+            if r.path == "/pattern" then
+                return "trap", tostring(string.find(("a"):rep(26), ("a?"):rep(26) .. ("a"):rep(26)))
+            end
+        end },
+        { name = "method", check = function(r)
+            if r.path == "/method" then return "trap", tostring((r.user_agent):match(".-Chrome")) end
+        end },
+        { name = "linear", check = function(r)
+            if r.path:find("^/wp%-admin") or r.path:match("%.php$") then return "trap", "probe" end
+        end },
+        { name = "re", check = function(r)
+            local version = re.match(r.user_agent, [[Chrome/(\d+)\.]])
+            local from, to = re.find(r.path, [[a+]])
+            local huge = re.test(("a"):rep(26), ("a?"):rep(26) .. ("a"):rep(26))
+            return "allow", table.concat({ version, from, to, tostring(huge) }, " ")
+        end },
+    }"#;
+    let rules = rules_with(script, FailMode::Open, limits()).unwrap();
+    let started = Instant::now();
+    let (decision, trace) =
+        rules.evaluate_traced(&Request { uri: "/pattern", ..Request::browser(CHROME) }.facts());
+    assert!(started.elapsed() < bound(&limits()), "took {:?}", started.elapsed());
+    assert!(trace[0].result.contains("Lua patterns with `?` are not available"), "{trace:?}");
+    assert_eq!(&*decision.rule, "re");
+    let (_, trace) = rules.evaluate_traced(&Request { uri: "/method", ..Request::browser(CHROME) }.facts());
+    assert!(trace[1].result.contains("Lua patterns with `-`"), "string methods are guarded too: {trace:?}");
+    let decision = rules.evaluate(&Request { uri: "/wp-admin/x.php", ..Request::browser(CHROME) }.facts());
+    assert_eq!((&*decision.rule, decision.reason.as_str()), ("linear", "probe"));
+    let decision = rules.evaluate(&Request { uri: "/baaad", ..Request::browser(CHROME) }.facts());
+    assert_eq!(decision.reason, "120 3 5 true");
+}
+
+#[test]
+fn what_a_rule_changes_does_not_reach_the_next_request() {
+    let script = r#"
+        settings = { seen = 0 }
+        local upper = string.upper
+        return {
+            { name = "vandal", check = function(r)
+                if r.path ~= "/vandal" then return end
+                leaked = "yes"
+                _G.also_leaked = "yes"
+                pcall(function() string.upper = function() return "hijacked" end end)
+                pcall(function() getmetatable("").__index = {} end)
+                pcall(function() settings.seen = settings.seen + 1 end)
+                pcall(function() table.insert = nil end)
+                pcall(function() lists.ai_crawlers = nil end)
+                error("vandalised")
+            end },
+            { name = "witness", check = function(r)
+                local clean = string.upper("a") == "A" and ("a"):upper() == "A" and upper("b") == "B"
+                    and leaked == nil and also_leaked == nil and settings.seen == 0
+                    and table.insert ~= nil and lists.ai_crawlers ~= nil
+                if clean then return "allow", "clean" end
+                return "trap", "leaked"
+            end },
+        }"#;
+    let rules = rules_with(script, FailMode::Closed, limits()).unwrap();
+    let vandal = Request { uri: "/vandal", ..Request::browser(CHROME) }.facts();
+    let calm = Request::browser(CHROME).facts();
+    for _ in 0..300 {
+        assert_eq!(rules.evaluate(&vandal).verdict, Verdict::Trap, "fail closed");
+        let decision = rules.evaluate(&calm);
+        assert_eq!((decision.verdict, decision.reason.as_str()), (Verdict::Allow, "clean"), "{decision:?}");
+    }
+}
+
+#[test]
+fn globals_written_during_a_request_are_visible_within_it() {
+    let script = r#"return {
+        { name = "write", check = function(r) note = r.path end },
+        { name = "read", check = function(r) return "allow", note end },
+    }"#;
+    let rules = rules_with(script, FailMode::Closed, limits()).unwrap();
+    assert_eq!(rules.evaluate(&Request::browser(CHROME).facts()).reason, "/articles/hello");
+}
+
+#[test]
+fn a_state_that_ran_out_of_memory_is_rebuilt() {
+    // Script-level locals are the one place state can persist; running out of memory ends it.
+    let script = r#"
+        local hoard = {}
+        return {
+            { name = "hoarder", check = function(r)
+                if r.path == "/fill" then
+                    while true do hoard[#hoard + 1] = string.rep("x", 4096) .. #hoard end
+                end
+                hoard[#hoard + 1] = "one"
+                return "allow", tostring(#hoard)
+            end },
+        }"#;
+    let rules = rules_with(script, FailMode::Open, limits()).unwrap();
+    assert_eq!(rules.evaluate(&Request::browser(CHROME).facts()).reason, "1");
+    let (_, trace) = rules.evaluate_traced(&Request { uri: "/fill", ..Request::browser(CHROME) }.facts());
+    assert!(trace[0].result.contains("memory limit exceeded"), "{trace:?}");
+    assert_eq!(rules.evaluate(&Request::browser(CHROME).facts()).reason, "1", "a fresh state");
+}
+
+#[test]
+fn a_timed_out_rule_is_located_at_its_own_line() {
+    let script = "return {\n  { name = 'spin', check = function(r)\n    while true do end\n  end },\n}\n";
+    let (_, trace) = rules_with(script, FailMode::Open, limits())
+        .unwrap()
+        .evaluate_traced(&Request::browser(CHROME).facts());
+    assert!(trace[0].result.contains("rules.lua:3: time limit exceeded"), "{trace:?}");
+}
+
+#[test]
+fn the_time_limit_counts_cpu_time_so_an_overloaded_machine_does_not_trip_it() {
+    // An eighth of the limit in CPU time, while spinning threads make its wall time longer
+    // than the limit.
+    let script = r#"return {
+        { name = "work", check = function(r)
+            local sum = 0
+            for i = 1, tonumber(r:header("x-iterations")) do sum = sum + i % 7 end
+            return "allow", "done"
+        end },
+    }"#;
+    let limits = Limits { time: Duration::from_millis(40), memory: 16 << 20 };
+    let rules = rules_with(script, FailMode::Closed, limits.clone()).unwrap();
+    // Calibrate on an idle machine: iterations that take about 5 ms.
+    let mut iterations = 10_000u64;
+    let with_iterations = |iterations: u64| {
+        let mut facts = Request::browser(CHROME).facts();
+        let count = iterations.to_string();
+        facts.headers = [("x-iterations", count.as_str())].into_iter().collect();
+        facts
+    };
+    loop {
+        let facts = with_iterations(iterations);
+        let started = Instant::now();
+        assert_eq!(rules.evaluate(&facts).reason, "done");
+        if started.elapsed() >= Duration::from_millis(5) || iterations > 1 << 30 {
+            break;
+        }
+        iterations *= 2;
+    }
+    let facts = with_iterations(iterations);
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let cores = std::thread::available_parallelism().map_or(2, usize::from);
+    let spinners: Vec<_> = (0..cores * 4)
+        .map(|_| {
+            let stop = stop.clone();
+            std::thread::spawn(move || {
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    std::hint::spin_loop();
+                }
+            })
+        })
+        .collect();
+    let mut slowest = Duration::ZERO;
+    let mut verdicts = Vec::new();
+    for _ in 0..20 {
+        let started = Instant::now();
+        verdicts.push(rules.evaluate(&facts));
+        slowest = slowest.max(started.elapsed());
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    for spinner in spinners {
+        spinner.join().unwrap();
+    }
+    for decision in &verdicts {
+        assert_eq!(decision.reason, "done", "stopped under load after at most {slowest:?}: {decision:?}");
+    }
+}
+
+#[test]
+fn a_stuck_call_into_c_gets_the_fail_mode_and_the_worker_is_replaced() {
+    // Sorting a million numbers is one C call the time limit cannot interrupt.
+    let script = r#"return {
+        { name = "sort", check = function(r)
+            if r.path == "/sort" then
+                local t = { string.byte(string.rep("\255\1\128\7", 249000), 1, -1) }
+                for _ = 1, 3 do table.sort(t) table.sort(t, function(a, b) return a > b end) end
+            end
+            return "allow", "ok"
+        end },
+    }"#;
+    let limits = Limits { time: Duration::from_millis(5), memory: 256 << 20 };
+    let rules = rules_with(script, FailMode::Closed, limits.clone()).unwrap();
+    let started = Instant::now();
+    let decision = rules.evaluate(&Request { uri: "/sort", ..Request::browser(CHROME) }.facts());
+    let took = started.elapsed();
+    assert_eq!(decision.verdict, Verdict::Trap, "{decision:?}");
+    assert!(decision.reason.contains("did not finish in time"), "{decision:?}");
+    assert!(took < bound(&limits), "answered after {took:?}");
+    // The next request finds a worker at once, though the stuck one may still be sorting.
+    let started = Instant::now();
+    assert_eq!(rules.evaluate(&Request::browser(CHROME).facts()).reason, "ok");
+    assert!(started.elapsed() < bound(&limits), "answered after {:?}", started.elapsed());
+}
+
+#[test]
+fn rules_see_only_the_sandbox() {
+    // Anything new here must be checked for a way past the time limit (a message handler, a
+    // coroutine's own hook, a C function that can run long) or past the request (state).
+    let compiled = default_rules().current();
+    let (globals, strings) = lua::visible_names(&compiled);
+    assert_eq!(
+        globals,
+        [
+            "_G",
+            "_VERSION",
+            "assert",
+            "browser",
+            "error",
+            "getmetatable",
+            "ipairs",
+            "lists",
+            "math",
+            "next",
+            "pairs",
+            "pcall",
+            "rawequal",
+            "rawget",
+            "rawlen",
+            "re",
+            "select",
+            "setmetatable",
+            "string",
+            "table",
+            "tonumber",
+            "tostring",
+            "trap_threshold",
+            "type",
+            "utf8",
+        ]
+    );
+    assert_eq!(
+        strings,
+        [
+            "byte", "char", "find", "format", "gmatch", "gsub", "len", "lower", "match", "pack", "packsize",
+            "rep", "reverse", "sub", "unpack", "upper",
+        ]
+    );
+}
