@@ -1,3 +1,6 @@
+//! The configuration loader as a specification: KDL text in, typed settings or an error with its
+//! line and column out.
+
 use super::*;
 
 fn parse(text: &str) -> Result<Config, ConfigError> {

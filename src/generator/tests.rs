@@ -1,3 +1,6 @@
+//! The page generator as a specification: deterministic pages per (host, path), sizes and links
+//! in range, every piece of text escaped.
+
 use super::*;
 
 /// A corpus with hostile markup in it, repeated so that the chain has material.

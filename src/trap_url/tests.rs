@@ -1,3 +1,5 @@
+//! Trap URLs as a specification: minted URLs are recognised, others (and tampered ones) are not.
+
 use rand::SeedableRng;
 use rand_pcg::Pcg64Mcg;
 

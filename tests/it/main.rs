@@ -10,12 +10,15 @@
 //! - `metrics`: `/metrics` after traffic (checked by `promtool`), `/api/trapped`;
 //! - `proxies`: the shipped proxy configs with the real nginx, Caddy, ... in front of quagmire and
 //!   a small origin: people reach the site, crawlers the trap, the feedback loop, no forged headers;
+//! - `hostile_rules`: rules that get stuck in C, against `/health`, the trap, verdict deadlines
+//!   and SIGTERM; `check` on hostile scripts;
 //! - `cli`: `check` errors that point at line and column, `generate`, `explain`.
 // Helpers are `pub` so that every test module of this one binary can use them.
 #![allow(unreachable_pub)]
 
 mod cli;
 mod dashboard;
+mod hostile_rules;
 mod metrics;
 mod proxies;
 mod support;

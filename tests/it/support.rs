@@ -68,6 +68,19 @@ impl Server {
         self.child.id()
     }
 
+    /// Sends SIGTERM and waits up to `timeout` for the process to exit.
+    pub fn terminate(mut self, timeout: Duration) -> Option<std::process::ExitStatus> {
+        std::process::Command::new("kill").args(["-TERM", &self.pid().to_string()]).status().unwrap();
+        let started = std::time::Instant::now();
+        while started.elapsed() < timeout {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                return Some(status);
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        None
+    }
+
     /// `http://ADDR/verdict` of the verdict listener.
     pub fn verdict_url(&self) -> String {
         format!("http://{}/verdict", self.verdict)

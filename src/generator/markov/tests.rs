@@ -1,3 +1,6 @@
+//! The Markov chain as a specification: training, walks that only take steps the corpus took,
+//! determinism for a seed.
+
 use std::collections::{HashMap, HashSet};
 
 use rand::SeedableRng;

@@ -1,0 +1,102 @@
+//! A hostile or broken ruleset against the real server: the service keeps answering `/health`
+//! and the trap, verdicts get the fail mode in bounded time, `check` does not hang, and SIGTERM
+//! still stops the process.
+
+use std::time::{Duration, Instant};
+
+use crate::support::{Server, quagmire, write_file};
+
+/// A rule that spends seconds in one C call (sorting a million numbers, several times), which no
+/// time limit can interrupt, for requests to `/sort`.
+const STUCK_RULES: &str = r#"return {
+    { name = "sort", check = function(r)
+        if r:header("x-forwarded-uri") == "/sort" or r.path == "/sort" then
+            local t = { string.byte(string.rep("\255\1\128\7", 249000), 1, -1) }
+            for _ = 1, 6 do table.sort(t) table.sort(t, function(a, b) return a > b end) end
+        end
+        return "allow", "ok"
+    end },
+}"#;
+
+fn stuck_config(dir: &std::path::Path) -> String {
+    let script = write_file(dir, "rules.lua", STUCK_RULES);
+    write_file(
+        dir,
+        "quagmire.kdl",
+        &format!(
+            "rules {{\n    script \"{script}\"\n    fail \"closed\"\n    time-limit-ms 5\n    \
+             memory-limit-bytes 268435456\n    workers 2\n}}\n"
+        ),
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn stuck_rules_never_stall_health_the_trap_or_shutdown() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = stuck_config(dir.path());
+    let server = Server::start(&["--config", &config]);
+    let client = reqwest::Client::new();
+
+    // Eight verdicts that get every rule worker stuck, several times over.
+    let verdicts: Vec<_> = (0..8)
+        .map(|_| {
+            let request = client.get(server.verdict_url()).header("x-forwarded-uri", "/sort");
+            tokio::spawn(async move {
+                let started = Instant::now();
+                let response = request.send().await.unwrap();
+                (response.status().as_u16(), started.elapsed())
+            })
+        })
+        .collect();
+
+    // Meanwhile /health and the trap answer at once.
+    let health = format!("http://{}/health", server.verdict);
+    let mut slowest = Duration::ZERO;
+    let watching = Instant::now();
+    while watching.elapsed() < Duration::from_secs(3) {
+        for url in [health.as_str(), &server.trap_url("/some/page")] {
+            let started = Instant::now();
+            let status = client.get(url).send().await.unwrap().status().as_u16();
+            assert_eq!(status, 200);
+            slowest = slowest.max(started.elapsed());
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(slowest < Duration::from_millis(100), "/health or the trap took {slowest:?}");
+
+    for verdict in verdicts {
+        let (status, took) = verdict.await.unwrap();
+        // Fail closed: a stuck rule traps, within its deadline (or the queue's, for the later ones).
+        assert_eq!(status, 403);
+        assert!(took < Duration::from_secs(3), "a verdict took {took:?}");
+    }
+    // A request that does not get stuck is answered by a fresh worker.
+    let response = client.get(server.verdict_url()).header("x-forwarded-uri", "/calm").send().await.unwrap();
+    assert_eq!(response.status().as_u16(), 200);
+
+    // SIGTERM while stuck threads may still be sorting.
+    let _ = client.get(server.verdict_url()).header("x-forwarded-uri", "/sort").send().await.unwrap();
+    let signalled = Instant::now();
+    let status = server.terminate(Duration::from_secs(10)).expect("the server exits after SIGTERM");
+    assert!(status.success(), "{status:?}");
+    assert!(signalled.elapsed() < Duration::from_secs(7), "exited after {:?}", signalled.elapsed());
+}
+
+#[test]
+fn check_does_not_hang_on_a_hostile_script() {
+    let dir = tempfile::tempdir().unwrap();
+    for (script, expected) in [
+        ("xpcall(error, function(e) while true do end end)\nreturn {}", "xpcall"),
+        ("while true do end", "time limit exceeded"),
+        ("string.find(('a'):rep(26), ('a?'):rep(26) .. ('a'):rep(26))\nreturn {}", "Lua patterns with `?`"),
+    ] {
+        let path = write_file(dir.path(), "rules.lua", script);
+        let config = write_file(dir.path(), "q.kdl", &format!("rules {{\n    script \"{path}\"\n}}\n"));
+        let started = Instant::now();
+        let output = quagmire().args(["check", "--config", &config]).output().unwrap();
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(!output.status.success(), "{script}: {stderr}");
+        assert!(stderr.contains(expected), "{script}: {stderr}");
+        assert!(started.elapsed() < Duration::from_secs(10), "{script}: took {:?}", started.elapsed());
+    }
+}
