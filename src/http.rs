@@ -83,3 +83,10 @@ pub async fn serve(
 async fn health() -> &'static str {
     "ok\n"
 }
+
+impl crate::client::HeaderLines for axum::http::HeaderMap {
+    fn lines<'h>(&'h self, name: &'h str) -> impl DoubleEndedIterator<Item = &'h str> {
+        // A line that is not text was not written by a proxy: skipping it cannot hide one.
+        self.get_all(name).iter().filter_map(|value| value.to_str().ok())
+    }
+}
