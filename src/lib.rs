@@ -22,6 +22,7 @@ pub mod facts;
 pub mod generator;
 pub mod geo;
 pub mod http;
+pub mod log_field;
 pub mod metrics;
 pub mod numbers;
 pub mod reload;
