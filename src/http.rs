@@ -6,12 +6,12 @@
 //! - trap listener: every method and path is a generated page (see [`trap`]).
 
 pub mod admin;
+mod listener;
 pub mod trap;
 pub mod verdict;
 
 use std::future::Future;
 use std::io;
-use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -21,6 +21,8 @@ use tokio::net::TcpListener;
 use tokio::sync::watch;
 
 use crate::app::App;
+use crate::config::ConnectionConfig;
+use crate::fd_limit;
 
 /// How long open connections (such as dripping pages) may take to finish after a shutdown signal.
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
@@ -48,35 +50,45 @@ pub async fn serve(
     trap: TcpListener,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> io::Result<()> {
-    let app_for_watch = app.clone();
+    let limits = limits(&app.config.connections);
     let (stop, stopped) = watch::channel(false);
-    let wait = |mut stopped: watch::Receiver<bool>| async move {
-        let _ = stopped.wait_for(|stop| *stop).await;
-    };
-    // Both listeners need the TCP peer: the client, or the proxy whose headers may be believed.
-    let verdict =
-        axum::serve(verdict, verdict_router(app.clone()).into_make_service_with_connect_info::<SocketAddr>())
-            .with_graceful_shutdown(wait(stopped.clone()));
-    let trap = axum::serve(trap, trap_router(app).into_make_service_with_connect_info::<SocketAddr>())
-        .with_graceful_shutdown(wait(stopped));
-    let watcher = tokio::spawn(crate::reload::watch(app_for_watch));
-    let servers = async { tokio::try_join!(verdict.into_future(), trap.into_future()).map(|_| ()) };
+    let watcher = tokio::spawn(crate::reload::watch(app.clone()));
+    let verdict = listener::serve("verdict", verdict, verdict_router(app.clone()), limits, stopped.clone());
+    let trap = listener::serve("trap", trap, trap_router(app), limits, stopped);
+    let servers = async { tokio::join!(verdict, trap) };
     tokio::pin!(servers);
     tokio::select! {
-        result = &mut servers => {
+        _ = &mut servers => {
             watcher.abort();
-            return result;
+            return Ok(());
         }
         () = shutdown => {}
     }
     watcher.abort();
     let _ = stop.send(true);
-    match tokio::time::timeout(SHUTDOWN_GRACE, servers).await {
-        Ok(result) => result,
-        Err(_) => {
-            tracing::warn!("connections still open after the shutdown grace period; closing them");
-            Ok(())
-        }
+    if tokio::time::timeout(SHUTDOWN_GRACE, servers).await.is_err() {
+        tracing::warn!("connections still open after the shutdown grace period; closing them");
+    }
+    Ok(())
+}
+
+/// The listeners' limits: the configured ones, with the connection cap sized from the open-file
+/// limit (raised to its hard limit first) unless configured.
+fn limits(config: &ConnectionConfig) -> listener::Limits {
+    let open_files = fd_limit::raise_open_file_limit();
+    let max_connections =
+        config.max_connections.unwrap_or_else(|| fd_limit::default_max_connections(open_files));
+    tracing::info!(
+        open_files,
+        max_connections,
+        header_read_timeout_s = config.header_read_timeout.as_secs(),
+        keep_alive_timeout_s = config.keep_alive_timeout.as_secs(),
+        "connection limits per listener"
+    );
+    listener::Limits {
+        header_read_timeout: config.header_read_timeout,
+        keep_alive_timeout: config.keep_alive_timeout,
+        max_connections,
     }
 }
 

@@ -19,6 +19,7 @@ pub mod config;
 pub mod corpus;
 pub mod explain;
 pub mod facts;
+pub mod fd_limit;
 pub mod generator;
 pub mod geo;
 pub mod http;

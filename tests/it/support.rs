@@ -16,6 +16,8 @@ const STARTUP_TIMEOUT: Duration = Duration::from_secs(60);
 /// A running `quagmire serve`; killed on drop.
 pub struct Server {
     child: Child,
+    /// The server's log lines after `listening`, as they arrive.
+    log: std::sync::Mutex<mpsc::Receiver<String>>,
     pub verdict: SocketAddr,
     pub trap: SocketAddr,
 }
@@ -57,7 +59,7 @@ impl Server {
             if line.contains("listening") {
                 let verdict = field(&line, "verdict=").parse().unwrap();
                 let trap = field(&line, "trap=").parse().unwrap();
-                return Server { child, verdict, trap };
+                return Server { child, log: std::sync::Mutex::new(lines_rx), verdict, trap };
             }
             log.push(line);
         }
@@ -66,6 +68,25 @@ impl Server {
     /// The process id, for signals.
     pub fn pid(&self) -> u32 {
         self.child.id()
+    }
+
+    /// The log lines written since the last call (or since `listening`).
+    pub fn new_log_lines(&self) -> Vec<String> {
+        self.log.lock().unwrap().try_iter().collect()
+    }
+
+    /// Waits up to `timeout` for the process to exit; its status, or `None` if still running.
+    pub fn wait_exit(&mut self, timeout: Duration) -> Option<std::process::ExitStatus> {
+        let deadline = std::time::Instant::now() + timeout;
+        loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                return Some(status);
+            }
+            if std::time::Instant::now() > deadline {
+                return None;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
     }
 
     /// `http://ADDR/verdict` of the verdict listener.
