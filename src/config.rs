@@ -45,6 +45,17 @@ pub struct Config {
     pub corpus: CorpusConfig,
     /// Timeouts and caps of every listener's connections.
     pub connections: ConnectionConfig,
+    /// Where `/metrics` and `/api/trapped` are served, and who may read them.
+    pub admin: AdminConfig,
+}
+
+/// Where `/metrics` and `/api/trapped` are served, and who may read them.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct AdminConfig {
+    /// Their own listener; without one they are on the verdict listener.
+    pub listen: Option<SocketAddr>,
+    /// Bearer token they require, if any (`QUAGMIRE_ADMIN_TOKEN` overrides it).
+    pub token: Option<String>,
 }
 
 /// Timeouts and caps of every listener's connections.
@@ -216,6 +227,7 @@ impl Config {
                 keep_alive_timeout: Duration::ZERO,
                 max_connections: None,
             },
+            admin: AdminConfig::default(),
         }
     }
 }

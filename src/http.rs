@@ -1,8 +1,9 @@
-//! The HTTP surface, in one screen: two listeners and their routes. The only module that knows
+//! The HTTP surface, in one screen: the listeners and their routes. The only module that knows
 //! axum or HTTP types.
 //!
-//! - verdict listener: `/verdict` (any method; see [`verdict`]), `/health`, `/metrics`
-//!   (Prometheus) and `/api/trapped` (see [`admin`]);
+//! - verdict listener: `/verdict` (any method; see [`verdict`]), `/health`, and, without an admin
+//!   listener, `/metrics` (Prometheus) and `/api/trapped` (see [`admin`]);
+//! - admin listener (`admin { listen }`): `/metrics`, `/api/trapped` and `/health`;
 //! - trap listener: every method and path is a generated page (see [`trap`]).
 
 pub mod admin;
@@ -27,14 +28,20 @@ use crate::fd_limit;
 /// How long open connections (such as dripping pages) may take to finish after a shutdown signal.
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
 
-/// Routes of the verdict listener.
+/// Routes of the verdict listener; the admin routes too when they have no listener of their own.
 pub fn verdict_router(app: Arc<App>) -> Router {
-    Router::new()
-        .route("/verdict", any(verdict::verdict))
-        .route("/health", any(health))
-        .route("/metrics", get(admin::metrics))
-        .route("/api/trapped", get(admin::trapped))
-        .with_state(app)
+    let router = Router::new().route("/verdict", any(verdict::verdict)).route("/health", any(health));
+    let router = if app.config.admin.listen.is_none() { with_admin_routes(router) } else { router };
+    router.with_state(app)
+}
+
+/// Routes of the admin listener.
+pub fn admin_router(app: Arc<App>) -> Router {
+    with_admin_routes(Router::new().route("/health", any(health))).with_state(app)
+}
+
+fn with_admin_routes(router: Router<Arc<App>>) -> Router<Arc<App>> {
+    router.route("/metrics", get(admin::metrics)).route("/api/trapped", get(admin::trapped))
 }
 
 /// Routes of the trap listener: everything is a trap page.
@@ -42,20 +49,33 @@ pub fn trap_router(app: Arc<App>) -> Router {
     Router::new().fallback(trap::page).with_state(app)
 }
 
-/// Serves both listeners (and watches for reloads) until `shutdown` completes, then lets open
+/// Serves the listeners (and watches for reloads) until `shutdown` completes, then lets open
 /// requests finish for a short grace period.
 pub async fn serve(
     app: Arc<App>,
     verdict: TcpListener,
     trap: TcpListener,
+    admin: Option<TcpListener>,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> io::Result<()> {
     let limits = limits(&app.config.connections);
+    let admin_limits = listener::Limits {
+        max_connections: limits.max_connections.min(fd_limit::ADMIN_CONNECTIONS),
+        ..limits
+    };
     let (stop, stopped) = watch::channel(false);
     let watcher = tokio::spawn(crate::reload::watch(app.clone()));
+    let admin = admin.map(|admin| {
+        listener::serve("admin", admin, admin_router(app.clone()), admin_limits, stopped.clone())
+    });
     let verdict = listener::serve("verdict", verdict, verdict_router(app.clone()), limits, stopped.clone());
     let trap = listener::serve("trap", trap, trap_router(app), limits, stopped);
-    let servers = async { tokio::join!(verdict, trap) };
+    let admin = async {
+        if let Some(admin) = admin {
+            admin.await;
+        }
+    };
+    let servers = async { tokio::join!(verdict, trap, admin) };
     tokio::pin!(servers);
     tokio::select! {
         _ = &mut servers => {

@@ -118,6 +118,7 @@ const TOP_KEYS: &[&str] = &[
     "trap",
     "corpus",
     "connections",
+    "admin",
 ];
 const VERDICT_KEYS: &[&str] =
     &["mode", "answer", "trap-status", "redirect-prefix", "trusted-proxies", "ipv4-prefix", "ipv6-prefix"];
@@ -129,6 +130,7 @@ const RULES_KEYS: &[&str] =
 const TRAP_KEYS: &[&str] = &["listen", "page-bytes", "links", "drip"];
 const DRIP_KEYS: &[&str] = &["enabled", "bytes-per-second", "chunk-bytes", "max-connections"];
 const CORPUS_KEYS: &[&str] = &["order", "embedded", "path"];
+const ADMIN_KEYS: &[&str] = &["listen", "token"];
 const CONNECTIONS_KEYS: &[&str] =
     &["header-read-timeout-seconds", "keep-alive-timeout-seconds", "max-connections"];
 
@@ -202,6 +204,11 @@ impl Reader<'_> {
                 "connections" => {
                     for child in self.children(node)? {
                         self.connections(child)?;
+                    }
+                }
+                "admin" => {
+                    for child in self.children(node)? {
+                        self.admin(child)?;
                     }
                 }
                 _ => return Err(self.unknown(node, "", TOP_KEYS)),
@@ -391,6 +398,26 @@ impl Reader<'_> {
                 self.config.corpus.paths.push(path);
             }
             _ => return Err(self.unknown(node, "corpus", CORPUS_KEYS)),
+        }
+        Ok(())
+    }
+
+    fn admin(&mut self, node: &KdlNode) -> Checked<()> {
+        match node.name().value() {
+            "listen" => self.config.admin.listen = Some(self.address(node)?),
+            "token" => {
+                let token = self.string(node)?;
+                if token.len() < 16 {
+                    return Err(self.problem(
+                        self.argument(node)?.span(),
+                        "the admin token is too short",
+                        "fewer than 16 bytes",
+                        Some("use a long random string, e.g. the output of `openssl rand -hex 32`".into()),
+                    ));
+                }
+                self.config.admin.token = Some(token);
+            }
+            _ => return Err(self.unknown(node, "admin", ADMIN_KEYS)),
         }
         Ok(())
     }

@@ -10,11 +10,13 @@
 //! - `metrics`: `/metrics` after traffic (checked by `promtool`), `/api/trapped`;
 //! - `proxies`: the shipped proxy configs with the real nginx, Caddy, ... in front of quagmire and
 //!   a small origin: people reach the site, crawlers the trap, the feedback loop, no forged headers;
+//! - `admin`: the admin listener and its bearer token;
 //! - `connections`: header-read timeout, connection cap and shutdown with real sockets;
 //! - `cli`: `check` errors that point at line and column, `generate`, `explain`.
 // Helpers are `pub` so that every test module of this one binary can use them.
 #![allow(unreachable_pub)]
 
+mod admin;
 mod cli;
 mod connections;
 mod dashboard;

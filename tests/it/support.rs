@@ -20,6 +20,8 @@ pub struct Server {
     log: std::sync::Mutex<mpsc::Receiver<String>>,
     pub verdict: SocketAddr,
     pub trap: SocketAddr,
+    /// The admin listener, when configured.
+    pub admin: Option<SocketAddr>,
 }
 
 impl Server {
@@ -29,10 +31,16 @@ impl Server {
     }
 
     pub fn start_with_secret(extra: &[&str], secret: &str) -> Server {
+        Server::start_with_env(extra, &[("QUAGMIRE_SECRET", secret)])
+    }
+
+    /// Starts the server with `extra` arguments and these environment variables (which should
+    /// include `QUAGMIRE_SECRET`).
+    pub fn start_with_env(extra: &[&str], env: &[(&str, &str)]) -> Server {
         let mut child = quagmire()
             .args(["serve", "--listen", "127.0.0.1:0", "--trap-listen", "127.0.0.1:0"])
             .args(extra)
-            .env("QUAGMIRE_SECRET", secret)
+            .envs(env.iter().copied())
             .env("RUST_LOG", "info")
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
@@ -59,7 +67,8 @@ impl Server {
             if line.contains("listening") {
                 let verdict = field(&line, "verdict=").parse().unwrap();
                 let trap = field(&line, "trap=").parse().unwrap();
-                return Server { child, log: std::sync::Mutex::new(lines_rx), verdict, trap };
+                let admin = field(&line, "admin=").parse().ok();
+                return Server { child, log: std::sync::Mutex::new(lines_rx), verdict, trap, admin };
             }
             log.push(line);
         }
