@@ -12,6 +12,7 @@ use crate::corpus::{self, CorpusError};
 use crate::generator::Generator;
 use crate::generator::markov::{Chain, ChainError};
 use crate::geo::{Geo, GeoError};
+use crate::http::admin::Admin;
 use crate::metrics::Metrics;
 use crate::rules::{Rules, RulesError};
 use crate::secret::Secret;
@@ -35,6 +36,8 @@ pub struct App {
     pub rules: Rules,
     /// Prometheus metrics.
     pub metrics: Arc<Metrics>,
+    /// The admin endpoints' token and shared snapshot.
+    pub admin: Admin,
 }
 
 /// A component that could not be built from the config.
@@ -79,7 +82,8 @@ impl App {
         let metrics = Arc::new(Metrics::new());
         let evictions = metrics.clone();
         let clients = ClientStates::new(config.clients.clone(), move || evictions.evicted());
-        Ok(App { config, generator, drip_slots, identity, clients, geo, rules, metrics })
+        let admin = Admin::new(config.admin.token.as_deref());
+        Ok(App { config, generator, drip_slots, identity, clients, geo, rules, metrics, admin })
     }
 }
 

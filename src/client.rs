@@ -2,8 +2,15 @@
 //! behaviour is remembered under (the IPv4 address, or the IPv6 /64 by default).
 //!
 //! Forwarded headers are believed only when the TCP peer is a trusted proxy; then the client is
-//! the rightmost `X-Forwarded-For` address that is not itself a trusted proxy (each proxy appends
-//! the address it saw, so entries further left are whatever the client claimed).
+//! the rightmost address of the forwarding chain that is not itself a trusted proxy (each proxy
+//! appends the address it saw, so entries further left are whatever the client claimed).
+//!
+//! The chain is every `X-Forwarded-For` line, in order, joined as one list (RFC 9110 field
+//! combining: HAProxy's `option forwardfor` adds a line of its own rather than extending the
+//! client's). Without `X-Forwarded-For`, it is the `for=` parameters of every `Forwarded` line
+//! (RFC 7239); without either, `X-Real-IP`. `X-Forwarded-For` comes first because every
+//! integration we ship sets it, and a proxy that sets it overwrites or extends what the client
+//! sent, whereas a stray `Forwarded` from the client would pass through most of them untouched.
 
 use std::fmt;
 use std::net::IpAddr;
@@ -34,28 +41,50 @@ impl ClientIdentity {
         self.trusted_proxies.iter().any(|net| net.contains(&address))
     }
 
-    /// The client's address for a request from `peer` with these header values.
-    pub fn client_address(&self, peer: IpAddr, forwarded_for: Option<&str>, real_ip: Option<&str>) -> IpAddr {
+    /// The client's address for a request from `peer` carrying these headers.
+    pub fn client_address<H: HeaderLines + ?Sized>(&self, peer: IpAddr, headers: &H) -> IpAddr {
         let peer = canonical(peer);
         if !self.is_trusted(peer) {
             return peer;
         }
-        if let Some(list) = forwarded_for.filter(|list| !list.trim().is_empty()) {
-            let mut nearest = peer;
-            for entry in list.rsplit(',') {
-                let Some(address) = parse_address(entry) else {
-                    // A malformed entry was written by whoever is to its left: stop at the last
-                    // address a trusted hop vouched for.
-                    return nearest;
-                };
-                if !self.is_trusted(address) {
-                    return address;
-                }
-                nearest = address;
-            }
-            return nearest;
+        let mut forwarded_for =
+            headers.lines("x-forwarded-for").filter(|line| !line.trim().is_empty()).peekable();
+        if forwarded_for.peek().is_some() {
+            let hops =
+                forwarded_for.rev().flat_map(|line| line.rsplit(',')).map(|entry| {
+                    match parse_address(entry) {
+                        Some(address) => Hop::Address(address),
+                        None => Hop::Unknown,
+                    }
+                });
+            return self.walk(peer, hops);
         }
-        real_ip.and_then(parse_address).unwrap_or(peer)
+        let mut forwarded = headers.lines("forwarded").filter(|line| !line.trim().is_empty()).peekable();
+        if forwarded.peek().is_some() {
+            // Elements are read front to back (a quoted string may hold a comma), then walked
+            // from the right like X-Forwarded-For.
+            let mut hops: Vec<Hop> = forwarded.flat_map(forwarded_hops).collect();
+            hops.reverse();
+            return self.walk(peer, hops.into_iter());
+        }
+        headers.lines("x-real-ip").next().and_then(parse_address).unwrap_or(peer)
+    }
+
+    /// The rightmost hop that is not a trusted proxy, walking `hops` from the right.
+    fn walk(&self, peer: IpAddr, hops: impl Iterator<Item = Hop>) -> IpAddr {
+        let mut nearest = peer;
+        for hop in hops {
+            let Hop::Address(address) = hop else {
+                // A malformed, unknown or obfuscated hop was written by whoever is to its left, or
+                // hides them: stop at the last address a trusted hop vouched for.
+                return nearest;
+            };
+            if !self.is_trusted(address) {
+                return address;
+            }
+            nearest = address;
+        }
+        nearest
     }
 
     /// The key a client's behaviour is remembered under.
@@ -130,6 +159,96 @@ fn canonical(address: IpAddr) -> IpAddr {
     }
 }
 
+/// Where the forwarding headers come from: every line of a header, in arrival order.
+pub trait HeaderLines {
+    /// The values of every `name` (lowercase) line, in arrival order.
+    fn lines<'h>(&'h self, name: &'h str) -> impl DoubleEndedIterator<Item = &'h str>;
+}
+
+/// One entry of a forwarding chain.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Hop {
+    Address(IpAddr),
+    /// `for=unknown`, an obfuscated identifier (`for=_hidden`), no `for=` at all, or garbage.
+    Unknown,
+}
+
+/// The hops of one `Forwarded` line (RFC 7239), left to right: one per comma-separated element,
+/// from its `for=` parameter.
+fn forwarded_hops(line: &str) -> Vec<Hop> {
+    let mut hops = Vec::new();
+    let mut node: Option<String> = None;
+    let mut element = line;
+    loop {
+        let (pair, rest) = split_unquoted(element, |c| c == ',' || c == ';');
+        if let Some((name, value)) = pair.split_once('=')
+            && name.trim().eq_ignore_ascii_case("for")
+        {
+            node = Some(unquote(value.trim()));
+        }
+        match rest {
+            Some((';', rest)) => element = rest,
+            Some((_, rest)) => {
+                hops.push(node.take().as_deref().map_or(Hop::Unknown, forwarded_node));
+                element = rest;
+            }
+            None => {
+                hops.push(node.take().as_deref().map_or(Hop::Unknown, forwarded_node));
+                return hops;
+            }
+        }
+    }
+}
+
+/// `text` up to the first `separator` outside a quoted string, and the separator with the rest.
+fn split_unquoted(text: &str, separator: impl Fn(char) -> bool) -> (&str, Option<(char, &str)>) {
+    let mut quoted = false;
+    let mut escaped = false;
+    for (index, c) in text.char_indices() {
+        if escaped {
+            escaped = false;
+        } else if quoted && c == '\\' {
+            escaped = true;
+        } else if c == '"' {
+            quoted = !quoted;
+        } else if !quoted && separator(c) {
+            return (&text[..index], Some((c, &text[index + c.len_utf8()..])));
+        }
+    }
+    (text, None)
+}
+
+/// A quoted string's content (backslash escapes resolved), or the token itself.
+fn unquote(value: &str) -> String {
+    let Some(inner) = value.strip_prefix('"').and_then(|rest| rest.strip_suffix('"')) else {
+        return value.to_string();
+    };
+    let mut out = String::with_capacity(inner.len());
+    let mut chars = inner.chars();
+    while let Some(c) = chars.next() {
+        out.push(if c == '\\' { chars.next().unwrap_or(c) } else { c });
+    }
+    out
+}
+
+/// A `for=` node: `192.0.2.1`, `192.0.2.1:80`, `"[2001:db8::1]"`, `"[2001:db8::1]:80"`; `unknown`
+/// and obfuscated identifiers (`_hidden`) hide the client.
+fn forwarded_node(node: &str) -> Hop {
+    let address = match node.strip_prefix('[') {
+        // Brackets are required around IPv6 here, so a bare `::1` is malformed.
+        Some(rest) => rest
+            .split_once(']')
+            .filter(|(_, port)| port.is_empty() || port.starts_with(':'))
+            .and_then(|(v6, _)| v6.parse::<std::net::Ipv6Addr>().ok())
+            .map(IpAddr::V6),
+        None => {
+            let host = node.split_once(':').map_or(node, |(host, _)| host);
+            host.parse::<std::net::Ipv4Addr>().ok().map(IpAddr::V4)
+        }
+    };
+    address.map_or(Hop::Unknown, |address| Hop::Address(canonical(address)))
+}
+
 /// An address from a forwarded header: `1.2.3.4`, `1.2.3.4:80`, `::1`, `[::1]:80`.
 fn parse_address(entry: &str) -> Option<IpAddr> {
     let entry = entry.trim();
@@ -154,6 +273,7 @@ fn mask128(prefix: u8) -> u128 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::facts::Headers;
 
     fn identity() -> ClientIdentity {
         ClientIdentity::new(vec!["127.0.0.0/8".parse().unwrap(), "10.0.0.0/8".parse().unwrap()], 32, 64)
@@ -163,43 +283,80 @@ mod tests {
         text.parse().unwrap()
     }
 
+    /// The client of a request from `peer` with these header lines.
+    fn client(peer: &str, headers: &[(&str, &str)]) -> IpAddr {
+        identity().client_address(ip(peer), &headers.iter().copied().collect::<Headers>())
+    }
+
+    const PROXY: &str = "127.0.0.1";
+
     #[test]
     fn untrusted_peers_are_the_client_whatever_they_claim() {
-        let identity = identity();
-        assert_eq!(
-            identity.client_address(ip("203.0.113.9"), Some("1.1.1.1"), Some("2.2.2.2")),
-            ip("203.0.113.9")
-        );
+        let claims = [("x-forwarded-for", "1.1.1.1"), ("forwarded", "for=3.3.3.3"), ("x-real-ip", "2.2.2.2")];
+        assert_eq!(client("203.0.113.9", &claims), ip("203.0.113.9"));
     }
 
     #[test]
     fn the_rightmost_untrusted_forwarded_address_is_the_client() {
-        let identity = identity();
-        let peer = ip("127.0.0.1");
-        assert_eq!(identity.client_address(peer, Some("198.51.100.7"), None), ip("198.51.100.7"));
+        let xff = |list| client(PROXY, &[("x-forwarded-for", list)]);
+        assert_eq!(xff("198.51.100.7"), ip("198.51.100.7"));
         // The client forged the first entry; our proxies appended the rest.
-        assert_eq!(
-            identity.client_address(peer, Some("6.6.6.6, 198.51.100.7, 10.1.2.3"), None),
-            ip("198.51.100.7")
-        );
-        assert_eq!(identity.client_address(peer, Some("[2001:db8::1]:4711"), None), ip("2001:db8::1"));
-        assert_eq!(identity.client_address(peer, Some("198.51.100.7:8080"), None), ip("198.51.100.7"));
+        assert_eq!(xff("6.6.6.6, 198.51.100.7, 10.1.2.3"), ip("198.51.100.7"));
+        assert_eq!(xff("[2001:db8::1]:4711"), ip("2001:db8::1"));
+        assert_eq!(xff("198.51.100.7:8080"), ip("198.51.100.7"));
         // All hops trusted: the leftmost one is the best we know.
-        assert_eq!(identity.client_address(peer, Some("10.9.9.9, 10.1.1.1"), None), ip("10.9.9.9"));
+        assert_eq!(xff("10.9.9.9, 10.1.1.1"), ip("10.9.9.9"));
         // Garbage left of a trusted hop stops the walk there.
-        assert_eq!(identity.client_address(peer, Some("nonsense, 10.1.1.1"), None), ip("10.1.1.1"));
+        assert_eq!(xff("nonsense, 10.1.1.1"), ip("10.1.1.1"));
     }
 
     #[test]
-    fn real_ip_is_used_only_without_forwarded_for() {
-        let identity = identity();
-        let peer = ip("127.0.0.1");
-        assert_eq!(identity.client_address(peer, None, Some("198.51.100.8")), ip("198.51.100.8"));
+    fn issue_13_every_forwarded_for_line_is_one_list_in_order() {
+        // HAProxy's `option forwardfor` adds its own line after the one the client sent.
+        let haproxy = [("x-forwarded-for", "6.6.6.6"), ("x-forwarded-for", "203.0.113.9")];
+        assert_eq!(client(PROXY, &haproxy), ip("203.0.113.9"));
+        let chain = [("x-forwarded-for", "6.6.6.6, 198.51.100.7"), ("x-forwarded-for", "10.1.2.3")];
+        assert_eq!(client(PROXY, &chain), ip("198.51.100.7"));
+        // An empty line adds nothing.
         assert_eq!(
-            identity.client_address(peer, Some("198.51.100.7"), Some("198.51.100.8")),
+            client(PROXY, &[("x-forwarded-for", "198.51.100.7"), ("x-forwarded-for", "")]),
             ip("198.51.100.7")
         );
-        assert_eq!(identity.client_address(peer, None, Some("bogus")), peer);
+    }
+
+    #[test]
+    fn forwarded_for_parameters_are_the_chain_without_x_forwarded_for() {
+        let forwarded = |lines: &[&str]| {
+            client(PROXY, &lines.iter().map(|line| ("forwarded", *line)).collect::<Vec<_>>())
+        };
+        assert_eq!(forwarded(&["for=198.51.100.7"]), ip("198.51.100.7"));
+        assert_eq!(forwarded(&["For=\"198.51.100.7:4711\";proto=https;by=10.0.0.1"]), ip("198.51.100.7"));
+        assert_eq!(forwarded(&["for=\"[2001:db8::1]:4711\""]), ip("2001:db8::1"));
+        assert_eq!(forwarded(&["for=\"[2001:db8::2]\", for=10.1.2.3"]), ip("2001:db8::2"));
+        // Forged on the left, appended by our proxies on the right, over several lines.
+        assert_eq!(
+            forwarded(&["for=6.6.6.6", "for=198.51.100.7;proto=https, for=10.1.2.3"]),
+            ip("198.51.100.7")
+        );
+        // A comma inside a quoted string does not split elements.
+        assert_eq!(forwarded(&["for=198.51.100.7;ext=\"a, for=6.6.6.6\""]), ip("198.51.100.7"));
+        // Unknown and obfuscated nodes, elements without `for=`, and bare IPv6 hide the client:
+        // the nearest trusted hop is the best we know.
+        assert_eq!(forwarded(&["for=unknown, for=10.1.2.3"]), ip("10.1.2.3"));
+        assert_eq!(forwarded(&["for=6.6.6.6, for=_hidden"]), ip(PROXY));
+        assert_eq!(forwarded(&["proto=https"]), ip(PROXY));
+        assert_eq!(forwarded(&["for=2001:db8::1"]), ip(PROXY));
+        assert_eq!(forwarded(&["for=\"[2001:db8::1]junk\""]), ip(PROXY));
+    }
+
+    #[test]
+    fn x_forwarded_for_comes_before_forwarded_and_both_before_real_ip() {
+        let all =
+            [("forwarded", "for=192.0.2.2"), ("x-real-ip", "192.0.2.3"), ("x-forwarded-for", "192.0.2.1")];
+        assert_eq!(client(PROXY, &all), ip("192.0.2.1"));
+        assert_eq!(client(PROXY, &all[..2]), ip("192.0.2.2"));
+        assert_eq!(client(PROXY, &all[1..2]), ip("192.0.2.3"));
+        assert_eq!(client(PROXY, &[("x-real-ip", "bogus")]), ip(PROXY));
     }
 
     #[test]

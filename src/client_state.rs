@@ -4,6 +4,9 @@
 //! many clients there are (the least useful records are evicted). Each record has its own lock;
 //! nothing here takes a global lock. The trap score decays exponentially with a configurable
 //! half-life, so a burst of trap hits counts far more than the same hits spread over a week.
+//!
+//! Clients with trap hits are also kept in a second, smaller cache, so that the admin views
+//! (`/api/trapped`, the clients-over-threshold gauge) walk only them, never every record.
 
 use std::num::NonZeroU32;
 use std::sync::{Arc, Mutex};
@@ -64,6 +67,8 @@ pub struct ClientSnapshot {
 /// All client records.
 pub struct ClientStates {
     cache: Cache<ClientKey, Arc<Record>>,
+    /// The records with trap hits (the same `Arc`s as in `cache`), bounded by [`TRAPPED_CAPACITY`].
+    trapped: Cache<ClientKey, Arc<Record>>,
     config: ClientStateConfig,
     quota: Quota,
 }
@@ -89,6 +94,11 @@ struct Inner {
 /// Bytes of a client's last user agent kept for the admin view.
 const USER_AGENT_BYTES: usize = 256;
 
+/// Most trapped clients kept for the admin views. Walking them costs about a millisecond; when a
+/// spray of addresses traps more, the least recently trapped are dropped from the views (never
+/// from `cache`, so verdicts still see their history).
+pub const TRAPPED_CAPACITY: u64 = 10_000;
+
 /// Half-life of a request's weight in `request_rate`.
 const RATE_HALF_LIFE: Duration = Duration::from_secs(60);
 
@@ -104,9 +114,13 @@ impl ClientStates {
                 }
             })
             .build();
+        let trapped = Cache::builder()
+            .max_capacity(TRAPPED_CAPACITY.min(config.capacity))
+            .time_to_idle(config.idle_timeout)
+            .build();
         let per_minute = NonZeroU32::new(config.requests_per_minute.max(1)).expect("at least one");
         let quota = Quota::per_minute(per_minute);
-        ClientStates { cache, config, quota }
+        ClientStates { cache, trapped, config, quota }
     }
 
     /// Records a request from `key` and returns its history including this request.
@@ -130,11 +144,12 @@ impl ClientStates {
         History { rate_limited, ..inner.history() }
     }
 
-    /// Clients whose decayed trap score is at least `threshold` (walks every record: for scrapes).
+    /// Trapped clients whose decayed trap score is at least `threshold` (walks the trapped
+    /// clients, at most [`TRAPPED_CAPACITY`]: for scrapes).
     pub fn count_over(&self, threshold: f64) -> u64 {
         let now = Instant::now();
         let mut count = 0;
-        for (_, record) in self.cache.iter() {
+        for (_, record) in self.trapped.iter() {
             let mut inner = record.inner.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
             inner.decay(now, &self.config);
             count += u64::from(inner.trap_score >= threshold);
@@ -145,6 +160,8 @@ impl ClientStates {
     /// Records a trap hit for `key`.
     pub fn record_trap_hit(&self, key: ClientKey) -> History {
         let record = self.record(key);
+        // Inserted on every hit, so that a record `cache` evicted and made anew replaces the old.
+        self.trapped.insert(key, record.clone());
         let mut inner = record.inner.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
         inner.decay(Instant::now(), &self.config);
         inner.trap_hits += 1;
@@ -165,11 +182,12 @@ impl ClientStates {
         }
     }
 
-    /// Up to `limit` clients with the highest trap scores.
+    /// Up to `limit` clients with the highest trap scores (walks the trapped clients, at most
+    /// [`TRAPPED_CAPACITY`]).
     pub fn most_trapped(&self, limit: usize) -> Vec<ClientSnapshot> {
         let now = Instant::now();
         let mut all: Vec<ClientSnapshot> = self
-            .cache
+            .trapped
             .iter()
             .filter_map(|(key, record)| {
                 let mut inner = record.inner.lock().unwrap_or_else(|poisoned| poisoned.into_inner());

@@ -43,6 +43,31 @@ pub struct Config {
     pub trap: TrapConfig,
     /// What the Markov model learns from.
     pub corpus: CorpusConfig,
+    /// Timeouts and caps of every listener's connections.
+    pub connections: ConnectionConfig,
+    /// Where `/metrics` and `/api/trapped` are served, and who may read them.
+    pub admin: AdminConfig,
+}
+
+/// Where `/metrics` and `/api/trapped` are served, and who may read them.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct AdminConfig {
+    /// Their own listener; without one they are on the verdict listener.
+    pub listen: Option<SocketAddr>,
+    /// Bearer token they require, if any (`QUAGMIRE_ADMIN_TOKEN` overrides it).
+    pub token: Option<String>,
+}
+
+/// Timeouts and caps of every listener's connections.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ConnectionConfig {
+    /// Longest a request head (request line and headers) may take to arrive, from the accept or
+    /// from the first byte of a later request on the connection.
+    pub header_read_timeout: Duration,
+    /// Longest a connection may wait for its next request; at least the header-read timeout.
+    pub keep_alive_timeout: Duration,
+    /// Most open connections per listener; `None` sizes it from the file-descriptor limit.
+    pub max_connections: Option<usize>,
 }
 
 /// How verdicts are answered and clients identified.
@@ -198,6 +223,12 @@ impl Config {
                 drip: DripConfig { enabled: false, bytes_per_second: 0, chunk_bytes: 0, max_connections: 0 },
             },
             corpus: CorpusConfig { order: 0, embedded: false, paths: Vec::new() },
+            connections: ConnectionConfig {
+                header_read_timeout: Duration::ZERO,
+                keep_alive_timeout: Duration::ZERO,
+                max_connections: None,
+            },
+            admin: AdminConfig::default(),
         }
     }
 }

@@ -78,8 +78,7 @@ fn parse_header(line: &str) -> Result<(String, String), ExplainError> {
 pub fn explain(app: &App, request: ForwardedRequest, trap_hits: u32) -> String {
     if trap_hits > 0 {
         let peer = request.peer.unwrap_or(std::net::IpAddr::from([127, 0, 0, 1]));
-        let address =
-            app.identity.client_address(peer, request.header("x-forwarded-for"), request.header("x-real-ip"));
+        let address = app.identity.client_address(peer, &request.headers);
         for _ in 0..trap_hits {
             app.clients.record_trap_hit(app.identity.key(address));
         }

@@ -5,7 +5,7 @@ use std::net::IpAddr;
 
 use axum::http::HeaderMap;
 
-use crate::client::ClientKey;
+use crate::client::{ClientKey, HeaderLines};
 use crate::client_state::History;
 use crate::geo::GeoInfo;
 
@@ -149,6 +149,18 @@ impl Headers {
     /// Whether there are none.
     pub fn is_empty(&self) -> bool {
         self.spans.is_empty()
+    }
+}
+
+impl HeaderLines for Headers {
+    fn lines<'h>(&'h self, name: &'h str) -> impl DoubleEndedIterator<Item = &'h str> {
+        let text = self.text.as_bytes();
+        self.spans
+            .iter()
+            .filter(move |&&(start, name_end, _)| {
+                name_end - start == name.len() && text[start..name_end].eq_ignore_ascii_case(name.as_bytes())
+            })
+            .map(|&(_, name_end, end)| &self.text[name_end + 2..end])
     }
 }
 

@@ -1,17 +1,18 @@
-//! The HTTP surface, in one screen: two listeners and their routes. The only module that knows
+//! The HTTP surface, in one screen: the listeners and their routes. The only module that knows
 //! axum or HTTP types.
 //!
-//! - verdict listener: `/verdict` (any method; see [`verdict`]), `/health`, `/metrics`
-//!   (Prometheus) and `/api/trapped` (see [`admin`]);
+//! - verdict listener: `/verdict` (any method; see [`verdict`]), `/health`, and, without an admin
+//!   listener, `/metrics` (Prometheus) and `/api/trapped` (see [`admin`]);
+//! - admin listener (`admin { listen }`): `/metrics`, `/api/trapped` and `/health`;
 //! - trap listener: every method and path is a generated page (see [`trap`]).
 
 pub mod admin;
+mod listener;
 pub mod trap;
 pub mod verdict;
 
 use std::future::Future;
 use std::io;
-use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -21,18 +22,26 @@ use tokio::net::TcpListener;
 use tokio::sync::watch;
 
 use crate::app::App;
+use crate::config::ConnectionConfig;
+use crate::fd_limit;
 
 /// How long open connections (such as dripping pages) may take to finish after a shutdown signal.
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
 
-/// Routes of the verdict listener.
+/// Routes of the verdict listener; the admin routes too when they have no listener of their own.
 pub fn verdict_router(app: Arc<App>) -> Router {
-    Router::new()
-        .route("/verdict", any(verdict::verdict))
-        .route("/health", any(health))
-        .route("/metrics", get(admin::metrics))
-        .route("/api/trapped", get(admin::trapped))
-        .with_state(app)
+    let router = Router::new().route("/verdict", any(verdict::verdict)).route("/health", any(health));
+    let router = if app.config.admin.listen.is_none() { with_admin_routes(router) } else { router };
+    router.with_state(app)
+}
+
+/// Routes of the admin listener.
+pub fn admin_router(app: Arc<App>) -> Router {
+    with_admin_routes(Router::new().route("/health", any(health))).with_state(app)
+}
+
+fn with_admin_routes(router: Router<Arc<App>>) -> Router<Arc<App>> {
+    router.route("/metrics", get(admin::metrics)).route("/api/trapped", get(admin::trapped))
 }
 
 /// Routes of the trap listener: everything is a trap page.
@@ -40,46 +49,76 @@ pub fn trap_router(app: Arc<App>) -> Router {
     Router::new().fallback(trap::page).with_state(app)
 }
 
-/// Serves both listeners (and watches for reloads) until `shutdown` completes, then lets open
+/// Serves the listeners (and watches for reloads) until `shutdown` completes, then lets open
 /// requests finish for a short grace period.
 pub async fn serve(
     app: Arc<App>,
     verdict: TcpListener,
     trap: TcpListener,
+    admin: Option<TcpListener>,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> io::Result<()> {
-    let app_for_watch = app.clone();
-    let (stop, stopped) = watch::channel(false);
-    let wait = |mut stopped: watch::Receiver<bool>| async move {
-        let _ = stopped.wait_for(|stop| *stop).await;
+    let limits = limits(&app.config.connections);
+    let admin_limits = listener::Limits {
+        max_connections: limits.max_connections.min(fd_limit::ADMIN_CONNECTIONS),
+        ..limits
     };
-    // Both listeners need the TCP peer: the client, or the proxy whose headers may be believed.
-    let verdict =
-        axum::serve(verdict, verdict_router(app.clone()).into_make_service_with_connect_info::<SocketAddr>())
-            .with_graceful_shutdown(wait(stopped.clone()));
-    let trap = axum::serve(trap, trap_router(app).into_make_service_with_connect_info::<SocketAddr>())
-        .with_graceful_shutdown(wait(stopped));
-    let watcher = tokio::spawn(crate::reload::watch(app_for_watch));
-    let servers = async { tokio::try_join!(verdict.into_future(), trap.into_future()).map(|_| ()) };
+    let (stop, stopped) = watch::channel(false);
+    let watcher = tokio::spawn(crate::reload::watch(app.clone()));
+    let admin = admin.map(|admin| {
+        listener::serve("admin", admin, admin_router(app.clone()), admin_limits, stopped.clone())
+    });
+    let verdict = listener::serve("verdict", verdict, verdict_router(app.clone()), limits, stopped.clone());
+    let trap = listener::serve("trap", trap, trap_router(app), limits, stopped);
+    let admin = async {
+        if let Some(admin) = admin {
+            admin.await;
+        }
+    };
+    let servers = async { tokio::join!(verdict, trap, admin) };
     tokio::pin!(servers);
     tokio::select! {
-        result = &mut servers => {
+        _ = &mut servers => {
             watcher.abort();
-            return result;
+            return Ok(());
         }
         () = shutdown => {}
     }
     watcher.abort();
     let _ = stop.send(true);
-    match tokio::time::timeout(SHUTDOWN_GRACE, servers).await {
-        Ok(result) => result,
-        Err(_) => {
-            tracing::warn!("connections still open after the shutdown grace period; closing them");
-            Ok(())
-        }
+    if tokio::time::timeout(SHUTDOWN_GRACE, servers).await.is_err() {
+        tracing::warn!("connections still open after the shutdown grace period; closing them");
+    }
+    Ok(())
+}
+
+/// The listeners' limits: the configured ones, with the connection cap sized from the open-file
+/// limit (raised to its hard limit first) unless configured.
+fn limits(config: &ConnectionConfig) -> listener::Limits {
+    let open_files = fd_limit::raise_open_file_limit();
+    let max_connections =
+        config.max_connections.unwrap_or_else(|| fd_limit::default_max_connections(open_files));
+    tracing::info!(
+        open_files,
+        max_connections,
+        header_read_timeout_s = config.header_read_timeout.as_secs(),
+        keep_alive_timeout_s = config.keep_alive_timeout.as_secs(),
+        "connection limits per listener"
+    );
+    listener::Limits {
+        header_read_timeout: config.header_read_timeout,
+        keep_alive_timeout: config.keep_alive_timeout,
+        max_connections,
     }
 }
 
 async fn health() -> &'static str {
     "ok\n"
+}
+
+impl crate::client::HeaderLines for axum::http::HeaderMap {
+    fn lines<'h>(&'h self, name: &'h str) -> impl DoubleEndedIterator<Item = &'h str> {
+        // A line that is not text was not written by a proxy: skipping it cannot hide one.
+        self.get_all(name).iter().filter_map(|value| value.to_str().ok())
+    }
 }

@@ -13,6 +13,9 @@ use quagmire::config::{Config, ConfigError, LogFormat};
 use quagmire::secret::{SECRET_ENV, Secret, SecretOrigin};
 use quagmire::{App, explain, http};
 
+/// The environment variable that sets the admin endpoints' bearer token, over the config.
+const ADMIN_TOKEN_ENV: &str = "QUAGMIRE_ADMIN_TOKEN";
+
 /// Exit status for an unusable configuration (sysexits' EX_CONFIG).
 const EXIT_CONFIG: u8 = 78;
 
@@ -187,22 +190,36 @@ fn load_config(path: Option<PathBuf>) -> Result<Config, Failure> {
     Config::load(path.as_deref()).map_err(Failure::Config)
 }
 
-fn serve(config: Config) -> Result<(), Failure> {
+fn serve(mut config: Config) -> Result<(), Failure> {
     let started = Instant::now();
     init_tracing(config.log_format);
+    if let Ok(token) = std::env::var(ADMIN_TOKEN_ENV)
+        && !token.is_empty()
+    {
+        config.admin.token = Some(token);
+    }
     let secret = resolve_secret(&config);
     let app = Arc::new(App::build(config, &secret)?);
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     runtime.block_on(async move {
         let verdict = bind(app.config.listen, "verdict").await?;
         let trap = bind(app.config.trap.listen, "trap").await?;
+        let admin = match app.config.admin.listen {
+            Some(address) => Some(bind(address, "admin").await?),
+            None => None,
+        };
+        let admin_address = match &admin {
+            Some(admin) => admin.local_addr()?.to_string(),
+            None => "verdict".into(),
+        };
         tracing::info!(
             verdict = %verdict.local_addr()?,
             trap = %trap.local_addr()?,
+            admin = %admin_address,
             startup_ms = started.elapsed().as_millis() as u64,
             "listening"
         );
-        http::serve(app, verdict, trap, shutdown_signal()).await.context("serving")?;
+        http::serve(app, verdict, trap, admin, shutdown_signal()).await.context("serving")?;
         tracing::info!("stopped");
         Ok(())
     })

@@ -69,8 +69,7 @@ pub fn decide_traced(app: &App, request: ForwardedRequest) -> (Judgement, Vec<Ru
 /// Identity, enrichment and history for `request`; a trap URL counts as a trap hit.
 fn facts(app: &App, request: ForwardedRequest) -> Facts {
     let peer = request.peer.unwrap_or(IpAddr::from([127, 0, 0, 1]));
-    let address =
-        app.identity.client_address(peer, request.header("x-forwarded-for"), request.header("x-real-ip"));
+    let address = app.identity.client_address(peer, &request.headers);
     let key = app.identity.key(address);
     let is_trap_url = app.generator.trap_urls().is_trap(&request.uri);
     if is_trap_url {

@@ -107,8 +107,19 @@ struct Reader<'a> {
     config: Config,
 }
 
-const TOP_KEYS: &[&str] =
-    &["listen", "secret", "log-format", "verdict", "clients", "geo", "rules", "trap", "corpus"];
+const TOP_KEYS: &[&str] = &[
+    "listen",
+    "secret",
+    "log-format",
+    "verdict",
+    "clients",
+    "geo",
+    "rules",
+    "trap",
+    "corpus",
+    "connections",
+    "admin",
+];
 const VERDICT_KEYS: &[&str] =
     &["mode", "answer", "trap-status", "redirect-prefix", "trusted-proxies", "ipv4-prefix", "ipv6-prefix"];
 const CLIENTS_KEYS: &[&str] =
@@ -119,6 +130,9 @@ const RULES_KEYS: &[&str] =
 const TRAP_KEYS: &[&str] = &["listen", "page-bytes", "links", "drip"];
 const DRIP_KEYS: &[&str] = &["enabled", "bytes-per-second", "chunk-bytes", "max-connections"];
 const CORPUS_KEYS: &[&str] = &["order", "embedded", "path"];
+const ADMIN_KEYS: &[&str] = &["listen", "token"];
+const CONNECTIONS_KEYS: &[&str] =
+    &["header-read-timeout-seconds", "keep-alive-timeout-seconds", "max-connections"];
 
 impl Reader<'_> {
     fn top(&mut self, document: &KdlDocument) -> Checked<()> {
@@ -185,6 +199,16 @@ impl Reader<'_> {
                 "corpus" => {
                     for child in self.children(node)? {
                         self.corpus(child)?;
+                    }
+                }
+                "connections" => {
+                    for child in self.children(node)? {
+                        self.connections(child)?;
+                    }
+                }
+                "admin" => {
+                    for child in self.children(node)? {
+                        self.admin(child)?;
                     }
                 }
                 _ => return Err(self.unknown(node, "", TOP_KEYS)),
@@ -375,6 +399,44 @@ impl Reader<'_> {
                 self.config.corpus.paths.push(path);
             }
             _ => return Err(self.unknown(node, "corpus", CORPUS_KEYS)),
+        }
+        Ok(())
+    }
+
+    fn admin(&mut self, node: &KdlNode) -> Checked<()> {
+        match node.name().value() {
+            "listen" => self.config.admin.listen = Some(self.address(node)?),
+            "token" => {
+                let token = self.string(node)?;
+                if token.len() < 16 {
+                    return Err(self.problem(
+                        self.argument(node)?.span(),
+                        "the admin token is too short",
+                        "fewer than 16 bytes",
+                        Some("use a long random string, e.g. the output of `openssl rand -hex 32`".into()),
+                    ));
+                }
+                self.config.admin.token = Some(token);
+            }
+            _ => return Err(self.unknown(node, "admin", ADMIN_KEYS)),
+        }
+        Ok(())
+    }
+
+    fn connections(&mut self, node: &KdlNode) -> Checked<()> {
+        match node.name().value() {
+            "header-read-timeout-seconds" => {
+                let seconds = self.integer(node, 1, 3600)? as u64;
+                self.config.connections.header_read_timeout = Duration::from_secs(seconds);
+            }
+            "keep-alive-timeout-seconds" => {
+                let seconds = self.integer(node, 1, 86_400)? as u64;
+                self.config.connections.keep_alive_timeout = Duration::from_secs(seconds);
+            }
+            "max-connections" => {
+                self.config.connections.max_connections = Some(self.integer(node, 1, 10_000_000)?);
+            }
+            _ => return Err(self.unknown(node, "connections", CONNECTIONS_KEYS)),
         }
         Ok(())
     }

@@ -33,6 +33,14 @@ fn embedded_defaults_set_every_field() {
         DripConfig { enabled: false, bytes_per_second: 2048, chunk_bytes: 512, max_connections: 256 }
     );
     assert_eq!(config.corpus, CorpusConfig { order: 2, embedded: true, paths: vec![] });
+    assert_eq!(
+        config.connections,
+        ConnectionConfig {
+            header_read_timeout: Duration::from_secs(10),
+            keep_alive_timeout: Duration::from_secs(60),
+            max_connections: None,
+        }
+    );
 }
 
 #[test]

@@ -1,24 +1,63 @@
-//! Operators' endpoints on the verdict listener: `/metrics` (Prometheus text format) and
-//! `/api/trapped` (the most active trapped clients as JSON). Both are bounded in size and cost.
+//! Operators' endpoints: `/metrics` (Prometheus text format) and `/api/trapped` (the most active
+//! trapped clients as JSON), on the verdict listener or on an admin listener of their own, behind
+//! an optional bearer token. Both are bounded in size and cost.
+//!
+//! What a scrape reads from the client records (the trapped clients, the gauges) is one snapshot,
+//! taken off the async workers (`spawn_blocking`) at most once per [`SNAPSHOT_AGE`] and shared by
+//! every scrape in that time, so concurrent scrapers cannot slow verdicts down.
 
 use std::sync::Arc;
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use axum::Json;
 use axum::extract::{Query, State};
-use axum::http::{HeaderValue, header};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde::{Deserialize, Serialize};
+use tokio::sync::Mutex;
 
 use crate::app::App;
+use crate::client_state::ClientSnapshot;
 
 /// Most clients `/api/trapped` lists, whatever `limit` asks for.
 const MAX_TRAPPED: usize = 1000;
 
-/// The metrics, with the gauges that are computed at scrape time brought up to date.
-pub(crate) async fn metrics(State(app): State<Arc<App>>) -> Response {
-    let over_threshold = app.clients.count_over(app.rules.trap_threshold());
-    let text = app.metrics.render(app.clients.len(), over_threshold);
+/// How long a snapshot of the client records serves scrapes: Prometheus scrapes every 15 s or
+/// so, so a second-old gauge is as good as a fresh one.
+const SNAPSHOT_AGE: Duration = Duration::from_secs(1);
+
+/// The admin endpoints' shared state: the token and the last snapshot.
+pub struct Admin {
+    /// BLAKE3 of the required bearer token: comparing hashes is constant-time (`blake3::Hash`'s
+    /// equality is), so the comparison leaks nothing about the token.
+    token: Option<blake3::Hash>,
+    /// The last snapshot; its lock also makes concurrent scrapes wait for one walk.
+    snapshot: Mutex<Option<Arc<Snapshot>>>,
+}
+
+impl Admin {
+    /// Requiring `token` as a bearer token, if given.
+    pub fn new(token: Option<&str>) -> Self {
+        Admin { token: token.map(|token| blake3::hash(token.as_bytes())), snapshot: Mutex::new(None) }
+    }
+}
+
+/// What scrapes read from the client records, taken at once.
+struct Snapshot {
+    taken: Instant,
+    /// The most trapped clients, most active first.
+    trapped: Vec<ClientSnapshot>,
+    over_threshold: u64,
+    entries: u64,
+}
+
+/// The metrics, with the gauges that come from the client records brought up to date.
+pub(crate) async fn metrics(State(app): State<Arc<App>>, headers: HeaderMap) -> Response {
+    if let Some(refusal) = refusal(&app, &headers) {
+        return refusal;
+    }
+    let snapshot = snapshot(&app).await;
+    let text = app.metrics.render(snapshot.entries, snapshot.over_threshold);
     let content_type = HeaderValue::from_static("text/plain; version=0.0.4; charset=utf-8");
     ([(header::CONTENT_TYPE, content_type)], text).into_response()
 }
@@ -31,11 +70,11 @@ pub(crate) struct TrappedQuery {
 
 /// One trapped client.
 #[derive(Serialize)]
-struct TrappedClient {
+struct TrappedClient<'a> {
     client: String,
     asn: Option<u32>,
-    asn_org: Option<String>,
-    last_user_agent: String,
+    asn_org: Option<&'a str>,
+    last_user_agent: &'a str,
     trap_hits: u64,
     trap_score: f64,
     first_seen: u64,
@@ -43,17 +82,25 @@ struct TrappedClient {
 }
 
 /// The clients with the highest trap scores, most active first (default 50, at most 1000).
-pub(crate) async fn trapped(State(app): State<Arc<App>>, Query(query): Query<TrappedQuery>) -> Response {
+pub(crate) async fn trapped(
+    State(app): State<Arc<App>>,
+    headers: HeaderMap,
+    Query(query): Query<TrappedQuery>,
+) -> Response {
+    if let Some(refusal) = refusal(&app, &headers) {
+        return refusal;
+    }
     let limit = query.limit.unwrap_or(50).min(MAX_TRAPPED);
-    let clients: Vec<TrappedClient> = app
-        .clients
-        .most_trapped(limit)
-        .into_iter()
+    let snapshot = snapshot(&app).await;
+    let clients: Vec<TrappedClient> = snapshot
+        .trapped
+        .iter()
+        .take(limit)
         .map(|client| TrappedClient {
             client: client.key.to_string(),
             asn: client.asn,
-            asn_org: client.asn_org,
-            last_user_agent: client.last_user_agent,
+            asn_org: client.asn_org.as_deref(),
+            last_user_agent: &client.last_user_agent,
             trap_hits: client.history.trap_hits,
             trap_score: (client.history.trap_score * 100.0).round() / 100.0,
             first_seen: unix_seconds(client.first_seen),
@@ -61,6 +108,54 @@ pub(crate) async fn trapped(State(app): State<Arc<App>>, Query(query): Query<Tra
         })
         .collect();
     Json(clients).into_response()
+}
+
+/// A snapshot at most [`SNAPSHOT_AGE`] old; taking a new one runs on the blocking pool while the
+/// other scrapes wait for it.
+async fn snapshot(app: &Arc<App>) -> Arc<Snapshot> {
+    let mut slot = app.admin.snapshot.lock().await;
+    if let Some(snapshot) = slot.as_ref().filter(|snapshot| snapshot.taken.elapsed() < SNAPSHOT_AGE) {
+        return snapshot.clone();
+    }
+    let walker = app.clone();
+    let taken = tokio::task::spawn_blocking(move || Snapshot {
+        taken: Instant::now(),
+        trapped: walker.clients.most_trapped(MAX_TRAPPED),
+        over_threshold: walker.clients.count_over(walker.rules.trap_threshold()),
+        entries: walker.clients.len(),
+    })
+    .await;
+    // The walk panicking would be a bug; the scrape still answers, from nothing.
+    let snapshot = Arc::new(taken.unwrap_or_else(|_| Snapshot {
+        taken: Instant::now(),
+        trapped: Vec::new(),
+        over_threshold: 0,
+        entries: 0,
+    }));
+    *slot = Some(snapshot.clone());
+    snapshot
+}
+
+/// The 401 to answer when the request lacks the configured bearer token; `None` when it has it
+/// or no token is configured.
+fn refusal(app: &App, headers: &HeaderMap) -> Option<Response> {
+    let expected = app.admin.token.as_ref()?;
+    let given = headers
+        .get(header::AUTHORIZATION)
+        .and_then(|value| value.to_str().ok())
+        .and_then(|value| value.strip_prefix("Bearer ").or_else(|| value.strip_prefix("bearer ")))
+        .map(str::trim);
+    match given {
+        Some(token) if blake3::hash(token.as_bytes()) == *expected => None,
+        _ => Some(
+            (
+                StatusCode::UNAUTHORIZED,
+                [(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer realm=\"quagmire\""))],
+                "a bearer token is required\n",
+            )
+                .into_response(),
+        ),
+    }
 }
 
 fn unix_seconds(time: SystemTime) -> u64 {

@@ -28,9 +28,7 @@ pub(crate) async fn page(
     uri: Uri,
     headers: HeaderMap,
 ) -> Response {
-    let forwarded_for = headers.get("x-forwarded-for").and_then(|value| value.to_str().ok());
-    let real_ip = headers.get("x-real-ip").and_then(|value| value.to_str().ok());
-    let client = app.identity.client_address(peer.ip(), forwarded_for, real_ip);
+    let client = app.identity.client_address(peer.ip(), &headers);
     app.clients.record_trap_hit(app.identity.key(client));
     app.metrics.trap_hit(HitSource::TrapListener);
     let (host, target) = page_address(&uri, &headers);

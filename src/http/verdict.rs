@@ -17,6 +17,7 @@ use axum::response::Response;
 use crate::app::App;
 use crate::config::{Answer, Mode};
 use crate::facts::Headers;
+use crate::log_field::clipped;
 use crate::rules::Verdict;
 use crate::verdict::{ForwardedRequest, Judgement, decide};
 
@@ -79,16 +80,17 @@ fn respond(app: &App, judgement: &Judgement) -> Response {
     if decision.verdict == Verdict::Trap {
         tracing::info!(
             rule = %decision.rule,
-            reason = %decision.reason,
+            reason = %clipped(&decision.reason),
             client = %facts.key,
             asn = facts.geo.asn.unwrap_or(0),
-            user_agent = %facts.user_agent(),
-            uri = %facts.uri,
+            user_agent = %clipped(facts.user_agent()),
+            host = %clipped(&facts.host),
+            uri = %clipped(&facts.uri),
             shadow,
             "trap"
         );
     } else {
-        tracing::debug!(rule = %decision.rule, client = %facts.key, uri = %facts.uri, "allow");
+        tracing::debug!(rule = %decision.rule, client = %facts.key, uri = %clipped(&facts.uri), "allow");
     }
     let location = match (decision.verdict, config.answer) {
         (Verdict::Trap, Answer::Redirect | Answer::Nginx) => redirect_target(&config.redirect_prefix, facts),

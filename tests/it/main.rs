@@ -12,11 +12,15 @@
 //!   a small origin: people reach the site, crawlers the trap, the feedback loop, no forged headers;
 //! - `hostile_rules`: rules that get stuck in C, against `/health`, the trap, verdict deadlines
 //!   and SIGTERM; `check` on hostile scripts;
+//! - `admin`: the admin listener and its bearer token;
+//! - `connections`: header-read timeout, connection cap and shutdown with real sockets;
 //! - `cli`: `check` errors that point at line and column, `generate`, `explain`.
 // Helpers are `pub` so that every test module of this one binary can use them.
 #![allow(unreachable_pub)]
 
+mod admin;
 mod cli;
+mod connections;
 mod dashboard;
 mod hostile_rules;
 mod metrics;

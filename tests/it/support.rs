@@ -16,8 +16,12 @@ const STARTUP_TIMEOUT: Duration = Duration::from_secs(60);
 /// A running `quagmire serve`; killed on drop.
 pub struct Server {
     child: Child,
+    /// The server's log lines after `listening`, as they arrive.
+    log: std::sync::Mutex<mpsc::Receiver<String>>,
     pub verdict: SocketAddr,
     pub trap: SocketAddr,
+    /// The admin listener, when configured.
+    pub admin: Option<SocketAddr>,
 }
 
 impl Server {
@@ -27,10 +31,16 @@ impl Server {
     }
 
     pub fn start_with_secret(extra: &[&str], secret: &str) -> Server {
+        Server::start_with_env(extra, &[("QUAGMIRE_SECRET", secret)])
+    }
+
+    /// Starts the server with `extra` arguments and these environment variables (which should
+    /// include `QUAGMIRE_SECRET`).
+    pub fn start_with_env(extra: &[&str], env: &[(&str, &str)]) -> Server {
         let mut child = quagmire()
             .args(["serve", "--listen", "127.0.0.1:0", "--trap-listen", "127.0.0.1:0"])
             .args(extra)
-            .env("QUAGMIRE_SECRET", secret)
+            .envs(env.iter().copied())
             .env("RUST_LOG", "info")
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
@@ -57,7 +67,8 @@ impl Server {
             if line.contains("listening") {
                 let verdict = field(&line, "verdict=").parse().unwrap();
                 let trap = field(&line, "trap=").parse().unwrap();
-                return Server { child, verdict, trap };
+                let admin = field(&line, "admin=").parse().ok();
+                return Server { child, log: std::sync::Mutex::new(lines_rx), verdict, trap, admin };
             }
             log.push(line);
         }
@@ -71,14 +82,26 @@ impl Server {
     /// Sends SIGTERM and waits up to `timeout` for the process to exit.
     pub fn terminate(mut self, timeout: Duration) -> Option<std::process::ExitStatus> {
         std::process::Command::new("kill").args(["-TERM", &self.pid().to_string()]).status().unwrap();
-        let started = std::time::Instant::now();
-        while started.elapsed() < timeout {
+        self.wait_exit(timeout)
+    }
+
+    /// The log lines written since the last call (or since `listening`).
+    pub fn new_log_lines(&self) -> Vec<String> {
+        self.log.lock().unwrap().try_iter().collect()
+    }
+
+    /// Waits up to `timeout` for the process to exit; its status, or `None` if still running.
+    pub fn wait_exit(&mut self, timeout: Duration) -> Option<std::process::ExitStatus> {
+        let deadline = std::time::Instant::now() + timeout;
+        loop {
             if let Some(status) = self.child.try_wait().unwrap() {
                 return Some(status);
             }
-            std::thread::sleep(Duration::from_millis(20));
+            if std::time::Instant::now() > deadline {
+                return None;
+            }
+            std::thread::sleep(Duration::from_millis(10));
         }
-        None
     }
 
     /// `http://ADDR/verdict` of the verdict listener.

@@ -156,6 +156,26 @@ async fn forwarded_headers_from_untrusted_peers_are_ignored() {
 }
 
 #[tokio::test]
+async fn issue_13_a_proxy_that_appends_its_own_forwarded_for_line_names_the_client() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("asn.mmdb");
+    write_asn_db(&db, &[("203.0.113.0/24", 16509, "Amazon.com, Inc.")]);
+    let server = Server::start(&["--asn-db", db.to_str().unwrap()]);
+    let script = vec![("user-agent", "python-requests/2.31.0"), ("accept", "*/*")];
+    // HAProxy's `option forwardfor` adds a second line after the one the client forged: the
+    // client is the datacenter address the proxy saw, not the one it claimed.
+    let haproxy = vec![("x-forwarded-for", "6.6.6.6"), ("x-forwarded-for", "203.0.113.9")];
+    let (status, headers) = verdict(&server, &join(haproxy, script.clone())).await;
+    assert_eq!((status, header(&headers, "x-quagmire-rule")), (403, "http-library-from-datacenter"));
+    // The standard Forwarded header, when there is no X-Forwarded-For.
+    let forwarded = vec![("forwarded", "for=6.6.6.6"), ("forwarded", "for=\"203.0.113.9:4711\";proto=https")];
+    let (status, headers) = verdict(&server, &join(forwarded, script.clone())).await;
+    assert_eq!((status, header(&headers, "x-quagmire-rule")), (403, "http-library-from-datacenter"));
+    let (status, _) = verdict(&server, &join(vec![("forwarded", "for=6.6.6.6")], script)).await;
+    assert_eq!(status, 200);
+}
+
+#[tokio::test]
 async fn a_burst_of_trap_hits_traps_later_requests_but_one_stray_hit_does_not() {
     let server = Server::start(&[]);
     // One stray hit (a person clicked a hidden link once).

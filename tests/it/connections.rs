@@ -1,0 +1,142 @@
+//! Connection limits with real sockets: half-sent requests are cut off while `/health` stays
+//! fast, a listener at its connection cap waits and recovers, and SIGTERM exits at once.
+
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+use crate::support::{Server, write_file};
+
+/// Half-sent requests in the slow-client test: the figure from issue 13.
+const HALF_SENT: usize = 4000;
+
+/// A request line and a header, and never the blank line that ends the head.
+const HALF_A_HEAD: &[u8] = b"GET / HTTP/1.1\r\nHost: x\r\n";
+
+fn server_with(config: &str) -> (Server, tempfile::TempDir) {
+    let dir = tempfile::tempdir().unwrap();
+    let path = write_file(dir.path(), "connections.kdl", config);
+    (Server::start(&["--config", &path]), dir)
+}
+
+/// `/health` on a new connection; its latency, or `None` if no answer came within `timeout`.
+async fn health(address: SocketAddr, timeout: Duration) -> Option<Duration> {
+    let started = Instant::now();
+    let answer = tokio::time::timeout(timeout, async {
+        let mut stream = TcpStream::connect(address).await.ok()?;
+        stream.write_all(b"GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").await.ok()?;
+        let mut response = Vec::new();
+        stream.read_to_end(&mut response).await.ok()?;
+        response.starts_with(b"HTTP/1.1 200").then_some(())
+    })
+    .await;
+    matches!(answer, Ok(Some(()))).then(|| started.elapsed())
+}
+
+/// Waits until the server closes `stream` (EOF or reset); whatever it sends first is ignored.
+async fn closed_by_server(mut stream: TcpStream) {
+    let mut buffer = [0u8; 1024];
+    while let Ok(read) = stream.read(&mut buffer).await {
+        if read == 0 {
+            break;
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn issue_13_half_sent_requests_are_closed_and_health_stays_fast() {
+    let (server, _dir) = server_with("connections {\n  header-read-timeout-seconds 2\n}\n");
+    let address = server.verdict;
+    let started = Instant::now();
+    let closing = tokio::spawn(async move {
+        let mut waits = Vec::with_capacity(HALF_SENT);
+        for _ in 0..HALF_SENT {
+            let mut stream = TcpStream::connect(address).await.unwrap();
+            stream.write_all(HALF_A_HEAD).await.unwrap();
+            waits.push(tokio::spawn(closed_by_server(stream)));
+        }
+        let sent = started.elapsed();
+        for wait in waits {
+            wait.await.unwrap();
+        }
+        sent
+    });
+    // Probe /health all the while, from the first connection to the last close, ten times a second.
+    let mut slowest = Duration::ZERO;
+    let mut probes = 0;
+    while !closing.is_finished() {
+        let latency = health(address, Duration::from_secs(5)).await.expect("/health answers");
+        slowest = slowest.max(latency);
+        probes += 1;
+        assert!(started.elapsed() < Duration::from_secs(45), "half-sent requests still open after 45 s");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let sent = closing.await.unwrap();
+    let all_closed = started.elapsed();
+    eprintln!(
+        "{HALF_SENT} half-sent: sent in {sent:?}, all closed after {all_closed:?}; {probes} probes, slowest {slowest:?}"
+    );
+    assert!(all_closed < Duration::from_secs(45));
+    assert!(slowest < Duration::from_millis(100), "slowest /health took {slowest:?}");
+    assert!(health(address, Duration::from_secs(1)).await.is_some());
+}
+
+#[tokio::test]
+async fn issue_13_at_the_connection_cap_new_connections_wait_until_others_close() {
+    let (server, _dir) =
+        server_with("connections {\n  max-connections 50\n  header-read-timeout-seconds 60\n}\n");
+    let address = server.verdict;
+    let mut idle = Vec::new();
+    for _ in 0..50 {
+        idle.push(TcpStream::connect(address).await.unwrap());
+    }
+    // The kernel completes the handshake, but the server does not take the connection.
+    for _ in 0..3 {
+        assert_eq!(health(address, Duration::from_millis(500)).await, None, "answered past the cap");
+    }
+    drop(idle);
+    let recovered = Instant::now();
+    loop {
+        if health(address, Duration::from_millis(500)).await.is_some() {
+            break;
+        }
+        assert!(recovered.elapsed() < Duration::from_secs(10), "no answer after the connections closed");
+    }
+    // Reaching and leaving the cap is logged once each, not per refused connection; leaving it
+    // when a connection is accepted with a tenth of the slots free.
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert!(health(address, Duration::from_secs(1)).await.is_some());
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let log = server.new_log_lines();
+    let count = |text: &str| log.iter().filter(|line| line.contains(text)).count();
+    assert_eq!(count("at the connection cap"), 1, "{log:#?}");
+    assert_eq!(count("below the connection cap"), 1, "{log:#?}");
+}
+
+#[tokio::test]
+async fn sigterm_with_slow_and_idle_connections_open_exits_at_once() {
+    let (mut server, _dir) = server_with("connections {\n  header-read-timeout-seconds 60\n}\n");
+    let mut open = Vec::new();
+    for _ in 0..200 {
+        let mut stream = TcpStream::connect(server.verdict).await.unwrap();
+        stream.write_all(HALF_A_HEAD).await.unwrap();
+        open.push(stream);
+    }
+    // Kept-alive connections between requests.
+    for _ in 0..20 {
+        let mut stream = TcpStream::connect(server.verdict).await.unwrap();
+        stream.write_all(b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n").await.unwrap();
+        let mut buffer = [0u8; 256];
+        assert!(stream.read(&mut buffer).await.unwrap() > 0);
+        open.push(stream);
+    }
+    let signalled = Instant::now();
+    let status =
+        std::process::Command::new("kill").args(["-TERM", &server.pid().to_string()]).status().unwrap();
+    assert!(status.success());
+    let exit = server.wait_exit(Duration::from_secs(10)).expect("the server exits");
+    assert!(exit.success(), "{exit:?}");
+    assert!(signalled.elapsed() < Duration::from_secs(1), "exit took {:?}", signalled.elapsed());
+}
