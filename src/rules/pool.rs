@@ -8,11 +8,15 @@
 //! and ends. The time limit (see `watchdog.rs`) stops Lua code; the deadline here is the backstop
 //! for what it cannot stop, such as a long call into C.
 //!
-//! Deadlines: a job may wait in the queue for [`QUEUE_WAIT`] (all workers busy under overload);
-//! once a worker has started it, it may run for twice the time limit plus [`MARGIN`] of wall time
-//! (the limit counts CPU time, which a loaded machine hands out more slowly than wall time).
+//! Deadlines: a job may wait in the queue for [`QUEUE_WAIT`] (all workers busy under overload).
+//! Once a worker has started it, the caller looks at it every time limit plus [`MARGIN`], and
+//! gives up when, since its first look, the evaluation has used more than that again in CPU
+//! time: more than the time limit lets Lua code run, so it is stuck in C. CPU time rather than
+//! wall time, so that an overloaded machine, which only runs the worker more slowly, does not
+//! get rules abandoned that the time limit would have stopped; [`STUCK_WALL`] bounds the wait
+//! when the worker gets no CPU at all.
 
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, LazyLock, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
@@ -22,13 +26,17 @@ use tokio::sync::oneshot;
 
 use super::lua::Evaluator;
 use super::report::ErrorLog;
+use super::watchdog::CpuClock;
 use super::{Compiled, Decision, RuleOutcome};
 use crate::facts::Facts;
 
 /// How long a job may wait for a free worker before the request gets the fail mode.
 pub(super) const QUEUE_WAIT: Duration = Duration::from_secs(1);
-/// Wall time a started evaluation may take beyond twice its limit before it is abandoned.
+/// Added to the time limit: the interval of a caller's looks at a started job, and the CPU time
+/// past its first look after which it is abandoned.
 pub(super) const MARGIN: Duration = Duration::from_millis(50);
+/// Wall time after which a started evaluation is abandoned whatever its CPU time.
+pub(super) const STUCK_WALL: Duration = Duration::from_secs(2);
 /// Jobs that may wait per worker; past that, the request gets the fail mode at once.
 const QUEUE_PER_WORKER: usize = 1024;
 /// Abandoned threads still running, per worker, past which no replacement is started.
@@ -68,8 +76,9 @@ enum Reply {
 struct Progress {
     /// When a worker started evaluating, in nanoseconds since `EPOCH` (never 0); 0 until then.
     started: AtomicU64,
-    /// The worker that took the job.
+    /// The worker that took the job, and its thread's CPU clock (`CpuClock::to_raw`).
     worker: AtomicUsize,
+    clock: AtomicI64,
     /// Set when the caller stopped waiting: a worker skips the job.
     cancelled: AtomicBool,
 }
@@ -129,12 +138,12 @@ impl Pool {
         let (sender, mut receiver) = oneshot::channel();
         let enqueued = Instant::now();
         let progress = self.submit(facts, tracing, Reply::Async(sender))?;
-        let mut deadline = self.first_deadline(enqueued);
+        let (mut deadline, mut first_look) = (enqueued + self.look(), None);
         loop {
             match tokio::time::timeout_at(deadline.into(), &mut receiver).await {
                 Ok(Ok(answer)) => return Ok(answer),
                 Ok(Err(_)) => return Err(Unanswered::Stuck),
-                Err(_) => deadline = self.next_deadline(&progress, enqueued)?,
+                Err(_) => deadline = self.next_deadline(&progress, enqueued, &mut first_look)?,
             }
         }
     }
@@ -144,14 +153,14 @@ impl Pool {
         let (sender, receiver) = std::sync::mpsc::sync_channel(1);
         let enqueued = Instant::now();
         let progress = self.submit(facts, tracing, Reply::Blocking(sender))?;
-        let mut deadline = self.first_deadline(enqueued);
+        let (mut deadline, mut first_look) = (enqueued + self.look(), None);
         loop {
             let wait = deadline.saturating_duration_since(Instant::now());
             match receiver.recv_timeout(wait) {
                 Ok(answer) => return Ok(answer),
                 Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => return Err(Unanswered::Stuck),
                 Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
-                    deadline = self.next_deadline(&progress, enqueued)?;
+                    deadline = self.next_deadline(&progress, enqueued, &mut first_look)?;
                 }
             }
         }
@@ -161,6 +170,7 @@ impl Pool {
         let progress = Arc::new(Progress {
             started: AtomicU64::new(0),
             worker: AtomicUsize::new(0),
+            clock: AtomicI64::new(i64::MIN),
             cancelled: AtomicBool::new(false),
         });
         let job = Job { facts, tracing, progress: progress.clone(), reply };
@@ -170,37 +180,46 @@ impl Pool {
         }
     }
 
-    /// The time a started evaluation may take: twice the limit (CPU time at the watchdog's
-    /// resolution, given out more slowly than wall time under load) plus the margin.
-    fn run_allowance(&self) -> Duration {
-        self.shared.current.load().limits.time * 2 + MARGIN
-    }
-
-    /// The first look: most answers come before it.
-    fn first_deadline(&self, enqueued: Instant) -> Instant {
-        enqueued + self.run_allowance()
+    /// The interval between looks at a job, and the CPU time past the first look at which a
+    /// started one is stuck: the time limit plus the margin.
+    fn look(&self) -> Duration {
+        self.shared.current.load().limits.time + MARGIN
     }
 
     /// After a deadline passed without an answer: the next one, or why to give up (which
-    /// cancels the job, and abandons its worker if one started it).
-    fn next_deadline(&self, progress: &Progress, enqueued: Instant) -> Result<Instant, Unanswered> {
+    /// cancels the job, and abandons its worker if one started it). `first_look` keeps the
+    /// worker's CPU time at the first look at the started job.
+    fn next_deadline(
+        &self,
+        progress: &Progress,
+        enqueued: Instant,
+        first_look: &mut Option<Duration>,
+    ) -> Result<Instant, Unanswered> {
         let now = Instant::now();
+        let look = self.look();
         let started = progress.started.load(Ordering::SeqCst);
         if started == 0 {
             if now < enqueued + QUEUE_WAIT {
-                return Ok((now + self.run_allowance()).min(enqueued + QUEUE_WAIT));
+                return Ok((now + look).min(enqueued + QUEUE_WAIT));
             }
             progress.cancelled.store(true, Ordering::SeqCst);
             // A worker may have taken it in the meantime: judge it as started then.
             if progress.started.load(Ordering::SeqCst) == 0 {
                 return Err(Unanswered::Busy);
             }
-            return self.next_deadline(progress, enqueued);
+            return self.next_deadline(progress, enqueued, first_look);
         }
         let started = *EPOCH + Duration::from_nanos(started);
-        let deadline = started + self.run_allowance();
-        if now < deadline {
-            return Ok(deadline);
+        let cpu = CpuClock::from_raw(progress.clock.load(Ordering::SeqCst)).and_then(CpuClock::read);
+        let over_cpu = match (*first_look, cpu) {
+            (Some(first), Some(cpu)) => cpu.saturating_sub(first) > look,
+            _ => false,
+        };
+        if first_look.is_none() {
+            *first_look = cpu;
+        }
+        if !over_cpu && now < started + STUCK_WALL {
+            return Ok((now + look).min(started + STUCK_WALL));
         }
         progress.cancelled.store(true, Ordering::SeqCst);
         self.abandon(progress.worker.load(Ordering::SeqCst));
@@ -252,7 +271,11 @@ fn spawn(shared: &Arc<Shared>) -> Result<(), String> {
 
 /// A worker's loop: its own Lua state, until the pool is dropped or the worker abandoned.
 fn work(shared: &Shared, id: usize, abandoned: &AtomicBool) {
+    let clock = CpuClock::current().map_or(i64::MIN, CpuClock::to_raw);
     let mut evaluator = Evaluator::new();
+    // Built before the first job, so that a replacement is ready when jobs arrive; after a
+    // reload, each worker builds again at its next job.
+    evaluator.prepare(&shared.current.load_full());
     let mut errors = ErrorLog::new();
     while let Ok(job) = shared.jobs.recv() {
         if job.progress.cancelled.load(Ordering::SeqCst) {
@@ -261,11 +284,10 @@ fn work(shared: &Shared, id: usize, abandoned: &AtomicBool) {
         let compiled = shared.current.load_full();
         // Building a state for a new ruleset is not the evaluation's time: count from after it.
         evaluator.prepare(&compiled);
+        // Once started, a job is always answered: a caller that sees it started waits for it.
         job.progress.worker.store(id, Ordering::SeqCst);
+        job.progress.clock.store(clock, Ordering::SeqCst);
         job.progress.started.store(nanos_since_epoch(Instant::now()), Ordering::SeqCst);
-        if job.progress.cancelled.load(Ordering::SeqCst) {
-            continue;
-        }
         let (decision, trace) = evaluator.evaluate(&compiled, &job.facts, job.tracing);
         errors.record(&compiled.name, &decision.failures);
         let answer = Answer { decision, trace };

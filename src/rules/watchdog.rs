@@ -46,7 +46,7 @@ pub(super) struct Slot {
     thread: libc::pthread_t,
     state: AtomicPtr<ffi::lua_State>,
     /// The thread's CPU-time clock.
-    cpu_clock: libc::clockid_t,
+    cpu_clock: CpuClock,
     /// When the current evaluation started, in nanoseconds since `EPOCH` (never 0); 0 when idle.
     /// It also tells evaluations apart.
     started: AtomicU64,
@@ -175,7 +175,8 @@ impl Watchdog {
             if now.saturating_sub(started) <= limit && slot.baseline_of.load(Ordering::Relaxed) == started {
                 continue;
             }
-            let Some(cpu) = slot.cpu_time() else { continue };
+            let Some(cpu) = slot.cpu_clock.read() else { continue };
+            let cpu = u64::try_from(cpu.as_nanos()).unwrap_or(u64::MAX);
             if slot.baseline_of.swap(started, Ordering::Relaxed) != started {
                 slot.cpu_baseline.store(cpu, Ordering::Relaxed);
                 continue;
@@ -203,11 +204,8 @@ impl Registration {
             .map_err(|error| format!("cannot watch a Lua state: {error}"))?;
         // SAFETY: pthread_self has no preconditions.
         let thread = unsafe { libc::pthread_self() };
-        let mut cpu_clock: libc::clockid_t = 0;
-        // SAFETY: `thread` is this thread; the clock id is written to a local.
-        if unsafe { libc::pthread_getcpuclockid(thread, &mut cpu_clock) } != 0 {
-            return Err("cannot read this thread's CPU clock for the rules' time limit".into());
-        }
+        let cpu_clock =
+            CpuClock::current().ok_or("cannot read this thread's CPU clock for the rules' time limit")?;
         let slot = Arc::new(Slot {
             thread,
             state: AtomicPtr::new(state),
@@ -263,20 +261,42 @@ impl Running<'_> {
     }
 }
 
-impl Slot {
-    /// The CPU time the slot's thread has used, in nanoseconds.
-    fn cpu_time(&self) -> Option<u64> {
-        let mut time = libc::timespec { tv_sec: 0, tv_nsec: 0 };
-        // SAFETY: the clock belongs to a thread that is alive while its slot is listed; the
-        // result is written to a local.
-        if unsafe { libc::clock_gettime(self.cpu_clock, &mut time) } != 0 {
-            return None;
-        }
-        let seconds = u64::try_from(time.tv_sec).ok()?;
-        let nanos = u64::try_from(time.tv_nsec).ok()?;
-        Some(seconds.saturating_mul(1_000_000_000).saturating_add(nanos))
+/// A thread's CPU-time clock, which any thread of the process may read while that thread lives.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) struct CpuClock(libc::clockid_t);
+
+impl CpuClock {
+    /// The calling thread's clock.
+    pub(super) fn current() -> Option<CpuClock> {
+        let mut clock: libc::clockid_t = 0;
+        // SAFETY: pthread_self has no preconditions; the clock id is written to a local.
+        (unsafe { libc::pthread_getcpuclockid(libc::pthread_self(), &mut clock) } == 0)
+            .then_some(CpuClock(clock))
     }
 
+    /// The clock as a number, to keep in an atomic.
+    pub(super) fn to_raw(self) -> i64 {
+        i64::from(self.0)
+    }
+
+    /// The clock kept by `to_raw`.
+    pub(super) fn from_raw(raw: i64) -> Option<CpuClock> {
+        libc::clockid_t::try_from(raw).ok().map(CpuClock)
+    }
+
+    /// The CPU time the thread has used; `None` once the thread is gone.
+    pub(super) fn read(self) -> Option<Duration> {
+        let mut time = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+        // SAFETY: an invalid clock (a thread that ended) makes `clock_gettime` fail, not crash;
+        // the result is written to a local.
+        if unsafe { libc::clock_gettime(self.0, &mut time) } != 0 {
+            return None;
+        }
+        Some(Duration::new(u64::try_from(time.tv_sec).ok()?, u32::try_from(time.tv_nsec).ok()?))
+    }
+}
+
+impl Slot {
     /// Removes the stop hook if the signal handler installed one.
     fn unhook(&self) {
         if self.hooked.swap(false, Ordering::SeqCst) {
