@@ -9,7 +9,6 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use axum::Json;
 use axum::extract::{Query, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
@@ -49,7 +48,13 @@ struct Snapshot {
     trapped: Vec<ClientSnapshot>,
     over_threshold: u64,
     entries: u64,
+    /// `/api/trapped` bodies rendered from this snapshot, by limit, so that scrapers looping on
+    /// a large list render it once per snapshot, not once per scrape.
+    rendered: std::sync::Mutex<Vec<(usize, bytes::Bytes)>>,
 }
+
+/// Limits whose rendered bodies a snapshot keeps; past this it keeps none more.
+const RENDERED_LIMITS: usize = 8;
 
 /// The metrics, with the gauges that come from the client records brought up to date.
 pub(crate) async fn metrics(State(app): State<Arc<App>>, headers: HeaderMap) -> Response {
@@ -92,6 +97,23 @@ pub(crate) async fn trapped(
     }
     let limit = query.limit.unwrap_or(50).min(MAX_TRAPPED);
     let snapshot = snapshot(&app).await;
+    let json = HeaderValue::from_static("application/json");
+    let rendered = snapshot.rendered.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    if let Some((_, body)) = rendered.iter().find(|(kept, _)| *kept == limit) {
+        return ([(header::CONTENT_TYPE, json)], body.clone()).into_response();
+    }
+    drop(rendered);
+    let body = bytes::Bytes::from(render_trapped(&snapshot, limit));
+    let mut rendered = snapshot.rendered.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    if rendered.len() < RENDERED_LIMITS {
+        rendered.push((limit, body.clone()));
+    }
+    drop(rendered);
+    ([(header::CONTENT_TYPE, json)], body).into_response()
+}
+
+/// The JSON list of the first `limit` trapped clients of `snapshot`.
+fn render_trapped(snapshot: &Snapshot, limit: usize) -> Vec<u8> {
     let clients: Vec<TrappedClient> = snapshot
         .trapped
         .iter()
@@ -107,7 +129,8 @@ pub(crate) async fn trapped(
             last_seen: unix_seconds(client.last_seen),
         })
         .collect();
-    Json(clients).into_response()
+    // Serializing plain structs into a vector cannot fail.
+    serde_json::to_vec(&clients).unwrap_or_default()
 }
 
 /// A snapshot at most [`SNAPSHOT_AGE`] old; taking a new one runs on the blocking pool while the
@@ -123,6 +146,7 @@ async fn snapshot(app: &Arc<App>) -> Arc<Snapshot> {
         trapped: walker.clients.most_trapped(MAX_TRAPPED),
         over_threshold: walker.clients.count_over(walker.rules.trap_threshold()),
         entries: walker.clients.len(),
+        rendered: std::sync::Mutex::default(),
     })
     .await;
     // The walk panicking would be a bug; the scrape still answers, from nothing.
@@ -131,6 +155,7 @@ async fn snapshot(app: &Arc<App>) -> Arc<Snapshot> {
         trapped: Vec::new(),
         over_threshold: 0,
         entries: 0,
+        rendered: std::sync::Mutex::default(),
     }));
     *slot = Some(snapshot.clone());
     snapshot
