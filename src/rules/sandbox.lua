@@ -4,8 +4,8 @@
 -- What a rule changes does not outlive its request:
 -- - the libraries (string, table, math, utf8), `lists` and every table the script leaves in a
 --   global are read-only views; the string metatable is hidden;
--- - a global a rule writes lands in a scratch table that `reset` empties before each request,
---   over the globals the script defined while loading.
+-- - a global a rule writes is forgotten by `reset` before the next request, over the globals the
+--   script defined while loading.
 -- State can persist only in the script's own local variables; it counts against the state's
 -- memory limit, and a state that runs out of memory is rebuilt.
 --
@@ -13,7 +13,8 @@
 -- their time in C cannot be limited. `re` offers linear-time regular expressions instead.
 local check_pattern, re, lists, browser, trap_threshold = ...
 
-local setmetatable, getmetatable, rawget, error, next, type = setmetatable, getmetatable, rawget, error, next, type
+local setmetatable, getmetatable, rawget, rawset, error, next, type =
+  setmetatable, getmetatable, rawget, rawset, error, next, type
 local find, match, gmatch, gsub = string.find, string.match, string.gmatch, string.gsub
 
 local function read_only()
@@ -77,26 +78,32 @@ local base = {
   lists = freeze(lists), re = freeze(re), browser = browser, trap_threshold = trap_threshold,
 }
 
--- Reads look in scratch (this request's writes), then loaded (the script's globals), then base.
+-- A global a script writes lands in env itself (which __newindex sees, since env holds no key
+-- until then); a read looks in env, then in loaded: the script's load-time globals, over base
+-- while the script loads and over a copy of base after. Rules read globals far more often than they write them: a read is one step, a write a
+-- call.
 local loaded = setmetatable({}, { __index = base })
-local scratch = setmetatable({}, { __index = loaded })
-local env = setmetatable({}, { __index = scratch, __newindex = scratch, __metatable = false })
+local env = setmetatable({}, {
+  __index = loaded,
+  __newindex = function(t, key, value) rawset(t, key, value) end,
+  __metatable = false,
+})
 base._G = env
 
 -- Before each request: forget the globals the last one wrote.
 local function reset()
-  if next(scratch) ~= nil then
-    for key in next, scratch do scratch[key] = nil end
+  if next(env) ~= nil then
+    for key in next, env do env[key] = nil end
   end
 end
 
--- After the script ran: what it left in globals becomes the loaded layer, tables read-only,
--- over a copy of base (so that a rule's global lookup takes one step less).
+-- After the script ran: what it left in globals becomes the loaded layer, tables read-only.
 local function settle()
-  for key, value in next, scratch do loaded[key] = freeze(value) end
+  for key, value in next, env do loaded[key] = freeze(value) end
   for key, value in next, base do
     if rawget(loaded, key) == nil then loaded[key] = value end
   end
+  setmetatable(loaded, nil)
   reset()
 end
 
