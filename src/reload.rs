@@ -58,22 +58,37 @@ pub async fn watch(app: Arc<App>) {
         };
         #[cfg(not(unix))]
         let hangup = std::future::pending::<Option<()>>();
-        tokio::select! {
-            _ = ticks.tick() => {
-                let now = modification_times(&app.rules.watched_files());
-                if now != known {
-                    known = now;
-                    reload_rules(&app, "a rules file changed");
-                }
-                reload_geo(&app);
+        let sighup = tokio::select! {
+            _ = ticks.tick() => false,
+            _ = hangup => true,
+        };
+        let known_before = known.clone();
+        let checked = off_workers(&app, move |app| {
+            let now = modification_times(&app.rules.watched_files());
+            if sighup {
+                reload_rules(app, "SIGHUP");
+            } else if now != known_before {
+                reload_rules(app, "a rules file changed");
             }
-            _ = hangup => {
-                reload_rules(&app, "SIGHUP");
-                reload_geo(&app);
-                known = modification_times(&app.rules.watched_files());
-            }
+            reload_geo(app);
+            if sighup { modification_times(&app.rules.watched_files()) } else { now }
+        })
+        .await;
+        if let Some(now) = checked {
+            known = now;
         }
     }
+}
+
+/// Runs `work` on the blocking pool rather than an async worker: loading rules runs the script's
+/// load-time code (up to its time limit), and checking files and reading databases is file I/O.
+/// `None` if the work panicked.
+async fn off_workers<T: Send + 'static>(
+    app: &Arc<App>,
+    work: impl FnOnce(&App) -> T + Send + 'static,
+) -> Option<T> {
+    let app = app.clone();
+    tokio::task::spawn_blocking(move || work(&app)).await.ok()
 }
 
 fn modification_times(files: &[PathBuf]) -> HashMap<PathBuf, Option<SystemTime>> {
