@@ -63,6 +63,13 @@ impl App {
         let started = Instant::now();
         let geo = Geo::open(config.geo.asn.as_deref(), config.geo.country.as_deref())?;
         let rules = Rules::load(config.rules.clone())?;
+        let compiled = rules.current();
+        tracing::info!(
+            script = compiled.script(),
+            rules = compiled.rule_names().len(),
+            workers = rules.workers(),
+            "loaded the rules"
+        );
         let text = corpus::load(config.corpus.embedded, &config.corpus.paths)?;
         let chain = Chain::train(&text, config.corpus.order)?;
         drop(text);

@@ -164,6 +164,11 @@ pub struct Compiled {
 }
 
 impl Compiled {
+    /// The script's name: its path, or the embedded default's.
+    pub fn script(&self) -> &str {
+        &self.name
+    }
+
     /// Names of the rules, in order.
     pub fn rule_names(&self) -> &[String] {
         &self.rule_names
@@ -201,6 +206,11 @@ impl Rules {
         let compiled = Arc::new(compile(&self.config, generation)?);
         self.current.store(compiled.clone());
         Ok(compiled)
+    }
+
+    /// The number of rule worker threads (not counting abandoned ones still running).
+    pub fn workers(&self) -> usize {
+        self.pool.workers()
     }
 
     /// The ruleset in use.

@@ -133,6 +133,11 @@ impl Pool {
         Ok(Pool { jobs, shared })
     }
 
+    /// Workers the pool keeps running.
+    pub(super) fn workers(&self) -> usize {
+        self.shared.workers
+    }
+
     /// Evaluates on a worker; waits asynchronously.
     pub(super) async fn evaluate(&self, facts: Arc<Facts>, tracing: bool) -> Result<Answer, Unanswered> {
         let (sender, mut receiver) = oneshot::channel();
