@@ -13,7 +13,13 @@
 -- lists.ai_crawlers); list:find(ua | ip | asn | path) returns the match or nil; for labelled network
 -- lists, list:claimed(ua) returns the label the user agent names. browser(ua) returns the
 -- family ("chrome", "edge", "firefox", "safari"), major and minor version a UA claims.
+-- re.test(s, regex), re.find(s, regex [, init]) and re.match(s, regex) match regular expressions
+-- (Rust regex syntax) in linear time; Lua patterns work only without quantifiers (* + - ?) and
+-- %b, since their matching can take exponential time.
 -- trap_threshold is the configured trap score threshold.
+--
+-- Nothing a rule changes outlives its request: libraries and the tables this script leaves in
+-- globals are read-only, and globals a rule writes are forgotten before the next request.
 
 -- A client whose decayed trap score reaches `trap_threshold` (config: rules { trap-threshold },
 -- default 5) is trapped on every request. With the default half-life of ten minutes, one stray
