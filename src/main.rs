@@ -225,10 +225,24 @@ fn serve(mut config: Config) -> Result<(), Failure> {
     })
 }
 
+/// Connections the kernel queues for a listener before quagmire accepts them (capped by
+/// `net.core.somaxconn`). Larger than tokio's default of 1024: a burst of connections (or the
+/// accept loop pausing at its connection cap) must not drop SYNs, which a client would only retry
+/// after a second.
+const LISTEN_BACKLOG: u32 = 4096;
+
 async fn bind(address: SocketAddr, name: &str) -> anyhow::Result<tokio::net::TcpListener> {
-    tokio::net::TcpListener::bind(address)
-        .await
-        .with_context(|| format!("cannot listen on {address} ({name} listener)"))
+    let listen = || -> std::io::Result<tokio::net::TcpListener> {
+        let socket = if address.is_ipv4() {
+            tokio::net::TcpSocket::new_v4()?
+        } else {
+            tokio::net::TcpSocket::new_v6()?
+        };
+        socket.set_reuseaddr(true)?;
+        socket.bind(address)?;
+        socket.listen(LISTEN_BACKLOG)
+    };
+    listen().with_context(|| format!("cannot listen on {address} ({name} listener)"))
 }
 
 fn resolve_secret(config: &Config) -> Secret {
