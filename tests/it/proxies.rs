@@ -87,7 +87,7 @@ async fn start_relay(upstream: SocketAddr) -> (SocketAddr, Arc<Mutex<Vec<u8>>>) 
     (address, sent)
 }
 
-/// A running proxy; killed on drop.
+/// A running proxy; stopped on drop.
 struct Proxy {
     child: Child,
     address: SocketAddr,
@@ -96,6 +96,16 @@ struct Proxy {
 
 impl Drop for Proxy {
     fn drop(&mut self) {
+        // SIGTERM first: a master process (nginx, HAProxy) stops its workers on it, while SIGKILL
+        // would leave them running, holding ports and the test process's inherited descriptors.
+        let _ = std::process::Command::new("kill").args(["-TERM", &self.child.id().to_string()]).status();
+        let deadline = std::time::Instant::now() + Duration::from_secs(3);
+        while std::time::Instant::now() < deadline {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
