@@ -8,7 +8,7 @@ mod kdl;
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, LazyLock};
 
 pub use self::kdl::{ConfigError, Problem};
 use std::time::Duration;
@@ -165,8 +165,13 @@ pub struct CorpusConfig {
 impl Config {
     /// The embedded default configuration.
     pub fn embedded() -> Config {
-        kdl::apply(Config::empty(), "<embedded default.kdl>", DEFAULT_KDL, Path::new("."))
-            .expect("the embedded default config is valid (tested)")
+        // Parsed once: every `parse` starts from it, and the KDL parser takes milliseconds over
+        // the comments of `default.kdl` (most of a config fuzzer's time, before this).
+        static EMBEDDED: LazyLock<Config> = LazyLock::new(|| {
+            kdl::apply(Config::empty(), "<embedded default.kdl>", DEFAULT_KDL, Path::new("."))
+                .expect("the embedded default config is valid (tested)")
+        });
+        EMBEDDED.clone()
     }
 
     /// The defaults with the file at `path` applied, or the defaults alone.

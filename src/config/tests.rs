@@ -113,6 +113,19 @@ fn syntax_errors_carry_kdl_diagnostics() {
 }
 
 #[test]
+fn deeply_nested_blocks_are_refused_before_they_overflow_the_parser() {
+    // 400 nested blocks overflowed the stack inside the KDL parser (config fuzz target).
+    let (message, (line, column), _) = problem(&format!("trap {}\n", "{".repeat(400)));
+    assert_eq!(message, "blocks are nested more than 16 deep");
+    assert_eq!((line, column), (1, 22));
+    // Up to the limit, the parser gets the file (and reports what it finds).
+    let nested = format!("{}{}", "a {".repeat(16), "}".repeat(16));
+    assert!(
+        matches!(parse(&nested), Err(ConfigError::Invalid(problem)) if problem.message().contains("unknown"))
+    );
+}
+
+#[test]
 fn missing_files_are_named() {
     let err = Config::load(Some(Path::new("/no/such/quagmire.kdl"))).unwrap_err();
     assert!(err.to_string().contains("/no/such/quagmire.kdl"), "{err}");

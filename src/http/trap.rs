@@ -49,7 +49,8 @@ pub(crate) async fn page(
 }
 
 /// The (host, path-and-query) to generate for: the Traefik `url=` form, or the request itself.
-pub(crate) fn page_address(uri: &Uri, headers: &HeaderMap) -> (String, String) {
+/// Public for the fuzz targets (`fuzz/`).
+pub fn page_address(uri: &Uri, headers: &HeaderMap) -> (String, String) {
     let request_host = header_value(headers, "x-forwarded-host")
         .or_else(|| header_value(headers, "host"))
         .or_else(|| uri.host())

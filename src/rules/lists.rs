@@ -259,7 +259,7 @@ impl NetworkList {
                 id
             }
         };
-        match network.trunc() {
+        match canonical(network).trunc() {
             IpNet::V4(net) => {
                 self.v4.entry(net.prefix_len()).or_default().insert(u32::from(net.network()), label);
             }
@@ -297,6 +297,18 @@ impl NetworkList {
     /// Labels in the list (for example the crawlers whose ranges it holds).
     pub fn labels(&self) -> HashSet<&str> {
         self.labels.iter().map(String::as_str).filter(|label| !label.is_empty()).collect()
+    }
+}
+
+/// An IPv4-mapped IPv6 network (`::ffff:192.0.2.0/120`) is the IPv4 network it maps, since
+/// lookups map such addresses to IPv4 first; an entry kept as IPv6 would never match.
+fn canonical(network: IpNet) -> IpNet {
+    match network {
+        IpNet::V6(v6) if v6.prefix_len() >= 96 => match v6.addr().to_ipv4_mapped() {
+            Some(v4) => ipnet::Ipv4Net::new(v4, v6.prefix_len() - 96).map_or(network, IpNet::V4),
+            None => network,
+        },
+        other => other,
     }
 }
 
@@ -467,6 +479,14 @@ mod tests {
         assert_eq!(networks.find("66.249.64.99".parse().unwrap()), None);
         assert_eq!(networks.find("2620:1ec:c11::7".parse().unwrap()), Some("bingbot"));
         assert_eq!(networks.find("::ffff:157.55.39.1".parse().unwrap()), Some("bingbot"));
+        // An entry written IPv4-mapped matches both spellings (it matched neither; list_file fuzz
+        // target's property).
+        let List::Networks(mapped) = List::parse("mapped.txt", "mapped ::ffff:192.0.2.0/120\n").unwrap() else {
+            panic!("expected networks")
+        };
+        assert_eq!(mapped.find("192.0.2.9".parse().unwrap()), Some("mapped"));
+        assert_eq!(mapped.find("::ffff:192.0.2.9".parse().unwrap()), Some("mapped"));
+        assert_eq!(mapped.find("192.0.3.9".parse().unwrap()), None);
         let googlebot = "Mozilla/5.0 (compatible; Googlebot/2.1; +http://www.google.com/bot.html)";
         assert_eq!(networks.claimed(googlebot), Some("Googlebot"));
         assert_eq!(networks.claimed("Mozilla/5.0 (Windows NT 10.0) Chrome/120.0"), None);
