@@ -11,7 +11,7 @@
 
 #![no_main]
 
-use std::net::{IpAddr, SocketAddr};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::sync::LazyLock;
 
 use http::{HeaderMap, HeaderName, HeaderValue, Method};
@@ -92,10 +92,16 @@ fn canonical(address: IpAddr) -> IpAddr {
     }
 }
 
-/// The forms a forwarded address takes: `1.2.3.4`, `1.2.3.4:80`, `::1`, `[::1]`, `[::1]:80`.
+/// The forms a forwarded address takes: `1.2.3.4`, `1.2.3.4:80`, `::1`, `[::1]`, `[::1]:80`, and a
+/// `Forwarded` node whose port is malformed (`[::1]:x`, `1.2.3.4:x`), which names the address all
+/// the same.
 fn parse_address(entry: &str) -> Option<IpAddr> {
     let entry = entry.trim();
     let bare = entry.strip_prefix('[').and_then(|rest| rest.strip_suffix(']')).unwrap_or(entry);
     let address = bare.parse::<IpAddr>().or_else(|_| entry.parse::<SocketAddr>().map(|socket| socket.ip()));
-    address.ok().map(canonical)
+    let node = || match entry.strip_prefix('[') {
+        Some(rest) => rest.split_once(']').and_then(|(v6, _)| v6.parse::<Ipv6Addr>().ok()).map(IpAddr::V6),
+        None => entry.split_once(':').and_then(|(v4, _)| v4.parse::<Ipv4Addr>().ok()).map(IpAddr::V4),
+    };
+    address.ok().or_else(node).map(canonical)
 }
