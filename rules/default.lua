@@ -8,6 +8,11 @@
 -- r.user_agent, r.ip, r.key (the client key: address or IPv6 /64), r.asn, r.asn_org,
 -- r.country, r.trap_hits, r.trap_score (decayed trap hits), r.request_rate, r.rate_limited,
 -- r.is_trap_url, and r:header(name) for any header, case-insensitively.
+-- r.claimed_crawler is the known crawler the User-Agent names (lists/search-engines.txt or
+-- lists/crawler-domains.txt), or nil; r.crawler_check says how the address bears it out:
+-- "ranges" (in the published ranges), "reverse-dns" (forward-confirmed reverse DNS), "failed"
+-- (neither), or "pending" (DNS has not answered yet: proves nothing); r.verified_crawler is the
+-- crawler's name when proven, else nil.
 --
 -- Helpers: lists.<file name> for each list under rules/lists/ (ai-crawlers.txt is
 -- lists.ai_crawlers); list:find(ua | ip | asn | path) returns the match or nil; for labelled network
@@ -54,18 +59,23 @@ return {
     end,
   },
   {
-    -- Search engines whose crawlers come from their published ranges are allowed; a client that
-    -- claims to be one from anywhere else is an impostor.
+    -- Search engines' crawlers are allowed when the address proves the claim: it is in the
+    -- operator's published ranges (lists/search-engines.txt), or its reverse DNS name is under
+    -- the operator's domain and resolves back to it (lists/crawler-domains.txt). A claim DNS
+    -- refuted is an impostor. While DNS has not answered (r.crawler_check == "pending") the claim
+    -- proves nothing either way, so the rules below judge the request like any other.
     name = "search-engines",
     check = function(r)
-      local claimed = lists.search_engines:claimed(r.user_agent)
+      local claimed = r.claimed_crawler
       if claimed == nil then
         return
       end
-      if lists.search_engines:find(r.ip) == claimed then
-        return "allow", "verified " .. claimed
+      if r.verified_crawler then
+        return "allow", "verified " .. claimed .. " (" .. r.crawler_check .. ")"
       end
-      return "trap", "impostor claiming " .. claimed
+      if r.crawler_check == "failed" then
+        return "trap", "impostor claiming " .. claimed
+      end
     end,
   },
   {
@@ -83,6 +93,50 @@ return {
     check = function(r)
       if r.trap_score >= TRAP_SCORE_LIMIT then
         return "trap", string.format("trap score %.1f", r.trap_score)
+      end
+    end,
+  },
+  {
+    -- Web archives (lists/web-archives.txt) crawling from their own networks
+    -- (lists/web-archive-asns.txt) are allowed, however fast they crawl.
+    name = "web-archives",
+    check = function(r)
+      local archive = lists.web_archives:find(r.user_agent)
+      if archive and r.asn and lists.web_archive_asns:find(r.asn) then
+        return "allow", string.format("web archive %s from AS%d", archive, r.asn)
+      end
+    end,
+  },
+  {
+    -- Link-preview fetchers (lists/link-previews.txt) and archives from other networks read a
+    -- page or a few when someone shares or saves a link: allowed while they are not rate-limited.
+    -- One walking the site or the trap under such a name was stopped by the rules above, or is
+    -- rate-limited, and gets no pass.
+    name = "link-previews",
+    check = function(r)
+      if r.rate_limited then
+        return
+      end
+      local fetcher = lists.link_previews:find(r.user_agent)
+      if fetcher then
+        return "allow", "link preview by " .. fetcher
+      end
+      local archive = lists.web_archives:find(r.user_agent)
+      if archive then
+        return "allow", "web archive " .. archive
+      end
+    end,
+  },
+  {
+    -- A datacenter or cloud address over its request quota (clients { requests-per-minute },
+    -- r.rate_limited) is a crawler, however browser-like its requests: people browse from home,
+    -- office and mobile networks. From those networks many people can share one address (carrier
+    -- NAT, offices), so there the rate is only marked (r.rate_limited, and the
+    -- quagmire_rate_limited_requests_total metric), never trapped by default.
+    name = "datacenter-over-quota",
+    check = function(r)
+      if r.rate_limited and r.asn and lists.datacenter_asns:find(r.asn) then
+        return "trap", string.format("over the request quota from AS%d", r.asn)
       end
     end,
   },

@@ -9,6 +9,7 @@ use crate::client::ClientIdentity;
 use crate::client_state::ClientStates;
 use crate::config::{Config, DripConfig};
 use crate::corpus::{self, CorpusError};
+use crate::crawler::Crawlers;
 use crate::generator::Generator;
 use crate::generator::markov::{Chain, ChainError};
 use crate::geo::{Geo, GeoError};
@@ -38,6 +39,8 @@ pub struct App {
     pub metrics: Arc<Metrics>,
     /// The admin endpoints' token and shared snapshot.
     pub admin: Admin,
+    /// Crawler claims: published ranges and forward-confirmed reverse DNS.
+    pub crawlers: Crawlers,
 }
 
 /// A component that could not be built from the config.
@@ -90,7 +93,8 @@ impl App {
         let evictions = metrics.clone();
         let clients = ClientStates::new(config.clients.clone(), move || evictions.evicted());
         let admin = Admin::new(config.admin.token.as_deref());
-        Ok(App { config, generator, drip_slots, identity, clients, geo, rules, metrics, admin })
+        let crawlers = Crawlers::new(&config.dns, metrics.clone());
+        Ok(App { config, generator, drip_slots, identity, clients, geo, rules, metrics, admin, crawlers })
     }
 }
 

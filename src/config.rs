@@ -47,6 +47,25 @@ pub struct Config {
     pub connections: ConnectionConfig,
     /// Where `/metrics` and `/api/trapped` are served, and who may read them.
     pub admin: AdminConfig,
+    /// The resolver crawler verification asks, and its budgets.
+    pub dns: DnsConfig,
+}
+
+/// The resolver that forward-confirmed reverse DNS asks, and the budgets that keep a spray of fake
+/// crawlers from stalling verdicts or turning quagmire into a DNS amplifier.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DnsConfig {
+    /// Name servers (`IP:port`); empty uses the system's (`/etc/resolv.conf`).
+    pub servers: Vec<SocketAddr>,
+    /// Longest one verification (PTR, then A/AAAA) may take before it counts as unanswered.
+    pub timeout: Duration,
+    /// Longest a verdict waits for a verification it started; past it the verdict goes on with
+    /// the claim unconfirmed ("pending") and the answer is kept for the next request.
+    pub verdict_wait: Duration,
+    /// Verifications started per second, at most (a burst of as many is allowed).
+    pub lookups_per_second: u32,
+    /// Verifications in flight at once, at most.
+    pub max_pending: usize,
 }
 
 /// Where `/metrics` and `/api/trapped` are served, and who may read them.
@@ -234,6 +253,13 @@ impl Config {
                 max_connections: None,
             },
             admin: AdminConfig::default(),
+            dns: DnsConfig {
+                servers: Vec::new(),
+                timeout: Duration::ZERO,
+                verdict_wait: Duration::ZERO,
+                lookups_per_second: 0,
+                max_pending: 0,
+            },
         }
     }
 }

@@ -4,7 +4,7 @@ use std::fmt::Write;
 use std::path::Path;
 
 use crate::app::App;
-use crate::verdict::{ForwardedRequest, decide_traced};
+use crate::verdict::{ForwardedRequest, decide_traced, decide_traced_verified};
 
 /// A request given as a raw HTTP file that cannot be read.
 #[derive(Debug, thiserror::Error)]
@@ -83,7 +83,13 @@ pub fn explain(app: &App, request: ForwardedRequest, trap_hits: u32) -> String {
             app.clients.record_trap_hit(app.identity.key(address));
         }
     }
-    let (judgement, trace) = decide_traced(app, request);
+    // A crawler claim that needs DNS is verified for real, waiting as long as a verification
+    // may take (a verdict would wait only `verdict-wait-ms`).
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build();
+    let (judgement, trace) = match runtime {
+        Ok(runtime) => runtime.block_on(decide_traced_verified(app, request, app.config.dns.timeout)),
+        Err(_) => decide_traced(app, request),
+    };
     let facts = &judgement.facts;
     let mut out = String::new();
     let none = || "-".to_string();
@@ -108,6 +114,20 @@ pub fn explain(app: &App, request: ForwardedRequest, trap_hits: u32) -> String {
         if history.rate_limited { "yes" } else { "no" }
     );
     let _ = writeln!(out, "trap url    {}", if facts.is_trap_url { "yes" } else { "no" });
+    match &facts.crawler {
+        Some(claim) => {
+            let _ = writeln!(
+                out,
+                "crawler     claims {}: {} ({})",
+                claim.crawler,
+                claim.check.as_str(),
+                claim.detail
+            );
+        }
+        None => {
+            let _ = writeln!(out, "crawler     -");
+        }
+    }
     let _ = writeln!(out, "rules");
     let width = trace.iter().map(|outcome| outcome.rule.len()).max().unwrap_or(0);
     for outcome in &trace {

@@ -7,6 +7,7 @@ use axum::http::HeaderMap;
 
 use crate::client::{ClientKey, HeaderLines};
 use crate::client_state::History;
+use crate::crawler::Claim;
 use crate::geo::GeoInfo;
 
 /// One request as the rules see it.
@@ -32,6 +33,8 @@ pub struct Facts {
     pub history: History,
     /// Whether the URI is a trap URL minted under this secret.
     pub is_trap_url: bool,
+    /// The known crawler the User-Agent names, and whether the address proves it.
+    pub crawler: Option<Claim>,
 }
 
 impl Facts {

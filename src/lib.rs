@@ -17,6 +17,7 @@ pub mod client;
 pub mod client_state;
 pub mod config;
 pub mod corpus;
+pub mod crawler;
 pub mod explain;
 pub mod facts;
 pub mod fd_limit;

@@ -61,6 +61,16 @@ struct RuleErrorLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct CrawlerLabels {
+    check: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct NetworkLabels {
+    network: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct BuildLabels {
     version: &'static str,
 }
@@ -97,6 +107,9 @@ pub struct Metrics {
     cache_evictions: Counter,
     rule_errors: Family<RuleErrorLabels, Counter>,
     reloads: Family<ReloadLabels, Counter>,
+    crawler_checks: Family<CrawlerLabels, Counter>,
+    dns_verifications: Family<CrawlerLabels, Counter>,
+    rate_limited: Family<NetworkLabels, Counter>,
     /// ASNs with a label of their own, read without a lock on every verdict.
     asn_labelled: ArcSwap<HashMap<u32, String>>,
     /// How often each candidate ASN was seen.
@@ -171,6 +184,25 @@ impl Metrics {
         );
         let reloads = Family::<ReloadLabels, Counter>::default();
         registry.register("reloads", "Reloads of rules and databases, by result", reloads.clone());
+        let crawler_checks = Family::<CrawlerLabels, Counter>::default();
+        registry.register(
+            "crawler_checks",
+            "Requests claiming a known crawler, by the check's outcome (ranges, reverse-dns, failed, pending)",
+            crawler_checks.clone(),
+        );
+        let dns_verifications = Family::<CrawlerLabels, Counter>::default();
+        registry.register(
+            "dns_verifications",
+            "Forward-confirmed reverse DNS verifications started, by answer (verified, refused, unknown), \
+             and claims left unchecked because a budget was spent (over_budget)",
+            dns_verifications.clone(),
+        );
+        let rate_limited = Family::<NetworkLabels, Counter>::default();
+        registry.register(
+            "rate_limited_requests",
+            "Requests from clients over their request quota, by network (datacenter: an ASN in datacenter-asns.txt; other)",
+            rate_limited.clone(),
+        );
         // A gauge of 1 rather than an OpenMetrics info metric, which the Prometheus text format
         // (and `promtool check metrics`) does not know.
         let build_info = Family::<BuildLabels, Gauge>::default();
@@ -192,6 +224,9 @@ impl Metrics {
             cache_evictions,
             rule_errors,
             reloads,
+            crawler_checks,
+            dns_verifications,
+            rate_limited,
             asn_labelled: ArcSwap::from_pointee(HashMap::new()),
             asn_seen: Mutex::new(HashMap::new()),
         }
@@ -254,6 +289,22 @@ impl Metrics {
     /// Counts a reload of `what` (`rules` or `geo`).
     pub fn reload(&self, what: &'static str, ok: bool) {
         self.reloads.get_or_create(&ReloadLabels { what, result: if ok { "ok" } else { "failed" } }).inc();
+    }
+
+    /// Counts a request that claimed a known crawler, by the check's outcome.
+    pub fn crawler_check(&self, check: &'static str) {
+        self.crawler_checks.get_or_create(&CrawlerLabels { check }).inc();
+    }
+
+    /// Counts a reverse-DNS verification's answer, or a claim a budget left unchecked.
+    pub fn dns_verification(&self, answer: &'static str) {
+        self.dns_verifications.get_or_create(&CrawlerLabels { check: answer }).inc();
+    }
+
+    /// Counts a request from a client over its request quota.
+    pub fn rate_limited(&self, datacenter: bool) {
+        let network = if datacenter { "datacenter" } else { "other" };
+        self.rate_limited.get_or_create(&NetworkLabels { network }).inc();
     }
 
     /// Counts an evicted client record.

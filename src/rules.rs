@@ -43,6 +43,10 @@ pub const DEFAULT_LISTS: &[(&str, &str)] = &[
     ("search-engines.txt", include_str!("../rules/lists/search-engines.txt")),
     ("ai-crawler-ranges.txt", include_str!("../rules/lists/ai-crawler-ranges.txt")),
     ("datacenter-asns.txt", include_str!("../rules/lists/datacenter-asns.txt")),
+    ("crawler-domains.txt", include_str!("../rules/lists/crawler-domains.txt")),
+    ("link-previews.txt", include_str!("../rules/lists/link-previews.txt")),
+    ("web-archives.txt", include_str!("../rules/lists/web-archives.txt")),
+    ("web-archive-asns.txt", include_str!("../rules/lists/web-archive-asns.txt")),
 ];
 
 /// What a request gets.
@@ -172,6 +176,11 @@ impl Compiled {
     /// Names of the rules, in order.
     pub fn rule_names(&self) -> &[String] {
         &self.rule_names
+    }
+
+    /// The list the rules know as `lists.<name>` (file name without extension, `-` as `_`).
+    pub fn list(&self, name: &str) -> Option<&List> {
+        self.lists.get(name).map(|list| &**list)
     }
 }
 

@@ -10,7 +10,15 @@ use std::sync::Arc;
 use crate::app::App;
 use crate::facts::{Facts, Headers};
 use crate::metrics::HitSource;
+use crate::rules::lists::List;
 use crate::rules::{Decision, RuleOutcome};
+
+/// The lists crawler claims are checked against: published ranges (`search-engines.txt`) and
+/// the domains of forward-confirmed reverse DNS (`crawler-domains.txt`).
+const CRAWLER_RANGES: &str = "search_engines";
+const CRAWLER_DOMAINS: &str = "crawler_domains";
+/// Datacenter and cloud networks, for the rate-limited requests metric.
+const DATACENTER_ASNS: &str = "datacenter_asns";
 
 /// The request as the proxy described it, before enrichment.
 #[derive(Clone, Debug, Default)]
@@ -47,12 +55,34 @@ pub struct Judgement {
 /// Judges one request and records what it learns (request rate, trap hits). The rules run on
 /// their own threads; this waits for them without blocking the async runtime.
 pub async fn decide(app: &App, request: ForwardedRequest) -> Judgement {
-    let facts = Arc::new(facts(app, request));
+    let mut facts = facts(app, request);
+    if let Some(claim) = facts.crawler.as_mut() {
+        let compiled = app.rules.current();
+        app.crawlers.verify(claim, compiled.list(CRAWLER_DOMAINS), facts.address).await;
+    }
+    let facts = Arc::new(facts);
     let decision = app.rules.judge(facts.clone()).await;
     Judgement { facts, decision }
 }
 
-/// [`decide`] for callers outside the async runtime (tools, benchmarks): blocks this thread.
+/// [`decide_traced`] after waiting up to `wait` for the DNS verification of a crawler claim (for
+/// `explain`, which runs outside the service's runtime).
+pub async fn decide_traced_verified(
+    app: &App,
+    request: ForwardedRequest,
+    wait: std::time::Duration,
+) -> (Judgement, Vec<RuleOutcome>) {
+    let mut facts = facts(app, request);
+    if let Some(claim) = facts.crawler.as_mut() {
+        let compiled = app.rules.current();
+        app.crawlers.verify_within(claim, compiled.list(CRAWLER_DOMAINS), facts.address, wait).await;
+    }
+    let (decision, trace) = app.rules.evaluate_traced(&facts);
+    (Judgement { facts: Arc::new(facts), decision }, trace)
+}
+
+/// [`decide`] for callers outside the async runtime (tools, benchmarks): blocks this thread. A
+/// crawler claim that needs DNS stays as the cache has it (pending when not asked yet).
 pub fn decide_blocking(app: &App, request: ForwardedRequest) -> Judgement {
     let facts = Arc::new(facts(app, request));
     let decision = app.rules.evaluate_shared(facts.clone());
@@ -80,6 +110,19 @@ fn facts(app: &App, request: ForwardedRequest) -> Facts {
     let geo = app.geo.lookup(address);
     let user_agent = request.header("user-agent").unwrap_or("");
     let history = app.clients.observe_request(key, user_agent, &geo);
+    let compiled = app.rules.current();
+    if history.rate_limited {
+        let datacenter = geo.asn.is_some_and(|asn| {
+            matches!(compiled.list(DATACENTER_ASNS), Some(List::Asns(asns)) if asns.find(asn).is_some())
+        });
+        app.metrics.rate_limited(datacenter);
+    }
+    let crawler = app.crawlers.claim(
+        compiled.list(CRAWLER_RANGES),
+        compiled.list(CRAWLER_DOMAINS),
+        user_agent,
+        address,
+    );
     Facts {
         method: request.method,
         proto: request.proto,
@@ -91,5 +134,6 @@ fn facts(app: &App, request: ForwardedRequest) -> Facts {
         geo,
         history,
         is_trap_url,
+        crawler,
     }
 }

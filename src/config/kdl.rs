@@ -152,6 +152,7 @@ const TOP_KEYS: &[&str] = &[
     "corpus",
     "connections",
     "admin",
+    "dns",
 ];
 const VERDICT_KEYS: &[&str] =
     &["mode", "answer", "trap-status", "redirect-prefix", "trusted-proxies", "ipv4-prefix", "ipv6-prefix"];
@@ -164,6 +165,7 @@ const TRAP_KEYS: &[&str] = &["listen", "page-bytes", "links", "drip"];
 const DRIP_KEYS: &[&str] = &["enabled", "bytes-per-second", "chunk-bytes", "max-connections"];
 const CORPUS_KEYS: &[&str] = &["order", "embedded", "path"];
 const ADMIN_KEYS: &[&str] = &["listen", "token"];
+const DNS_KEYS: &[&str] = &["servers", "timeout-ms", "verdict-wait-ms", "lookups-per-second", "max-pending"];
 const CONNECTIONS_KEYS: &[&str] =
     &["header-read-timeout-seconds", "keep-alive-timeout-seconds", "max-connections"];
 
@@ -242,6 +244,11 @@ impl Reader<'_> {
                 "admin" => {
                     for child in self.children(node)? {
                         self.admin(child)?;
+                    }
+                }
+                "dns" => {
+                    for child in self.children(node)? {
+                        self.dns(child)?;
                     }
                 }
                 _ => return Err(self.unknown(node, "", TOP_KEYS)),
@@ -452,6 +459,44 @@ impl Reader<'_> {
                 self.config.admin.token = Some(token);
             }
             _ => return Err(self.unknown(node, "admin", ADMIN_KEYS)),
+        }
+        Ok(())
+    }
+
+    fn dns(&mut self, node: &KdlNode) -> Checked<()> {
+        match node.name().value() {
+            "servers" => {
+                let mut servers = Vec::new();
+                for entry in node.entries() {
+                    let text = match entry.value() {
+                        KdlValue::String(text) if entry.name().is_none() => text,
+                        other => return Err(self.wrong_type(entry, "an address in quotes", other)),
+                    };
+                    match text.parse::<SocketAddr>() {
+                        Ok(server) => servers.push(server),
+                        Err(_) => {
+                            return Err(self.problem(
+                                entry.span(),
+                                format!("`{text}` is not a socket address"),
+                                "expected IP:port",
+                                Some("for example \"127.0.0.1:53\" or \"[::1]:53\"".into()),
+                            ));
+                        }
+                    }
+                }
+                self.config.dns.servers = servers;
+            }
+            "timeout-ms" => {
+                self.config.dns.timeout = Duration::from_millis(self.integer(node, 1, 60_000)? as u64)
+            }
+            "verdict-wait-ms" => {
+                self.config.dns.verdict_wait = Duration::from_millis(self.integer(node, 0, 10_000)? as u64)
+            }
+            "lookups-per-second" => {
+                self.config.dns.lookups_per_second = self.integer(node, 1, 100_000)? as u32
+            }
+            "max-pending" => self.config.dns.max_pending = self.integer(node, 1, 100_000)?,
+            _ => return Err(self.unknown(node, "dns", DNS_KEYS)),
         }
         Ok(())
     }

@@ -130,3 +130,28 @@ fn missing_files_are_named() {
     let err = Config::load(Some(Path::new("/no/such/quagmire.kdl"))).unwrap_err();
     assert!(err.to_string().contains("/no/such/quagmire.kdl"), "{err}");
 }
+
+#[test]
+fn dns_servers_and_budgets_are_read_and_checked() {
+    let defaults = Config::embedded().dns;
+    assert_eq!(
+        defaults,
+        DnsConfig {
+            servers: vec![],
+            timeout: Duration::from_secs(2),
+            verdict_wait: Duration::from_millis(200),
+            lookups_per_second: 20,
+            max_pending: 64,
+        }
+    );
+    let config = parse("dns {\n  servers \"127.0.0.1:5353\" \"[::1]:53\"\n  verdict-wait-ms 0\n}\n").unwrap();
+    assert_eq!(config.dns.servers, vec!["127.0.0.1:5353".parse().unwrap(), "[::1]:53".parse().unwrap()]);
+    assert_eq!(config.dns.verdict_wait, Duration::ZERO);
+    assert_eq!(config.dns.timeout, defaults.timeout);
+
+    let (message, at, _) = problem("dns {\n  servers \"127.0.0.1:53\" \"resolver.local\"\n}\n");
+    assert_eq!(message, "`resolver.local` is not a socket address");
+    assert_eq!(at, (2, 26));
+    let (message, _, _) = problem("dns { lookups-per-second 0; }");
+    assert_eq!(message, "0 is out of range");
+}

@@ -96,6 +96,10 @@ unsafe extern "C-unwind" fn list_find(state: *mut ffi::lua_State) -> c_int {
                         .and_then(|address| networks.find(address))
                 })
             }
+            (List::Domains(domains), ffi::LUA_TSTRING) => {
+                let text = bytes_at(state, 2);
+                guarded(state, || std::str::from_utf8(text).ok().and_then(|name| domains.find(name)))
+            }
             (List::Asns(asns), ffi::LUA_TNUMBER) => {
                 let mut is_integer = 0;
                 let asn = ffi::lua_tointegerx(state, 2, &mut is_integer);
@@ -126,18 +130,22 @@ unsafe extern "C-unwind" fn list_claimed(state: *mut ffi::lua_State) -> c_int {
     // SAFETY: as in `list_find`.
     unsafe {
         let list = list_of(state, c"claimed");
-        let List::Networks(networks) = list else {
+        if !matches!(list, List::Networks(_) | List::Domains(_)) {
             ffi::luaL_error(
                 state,
-                c"claimed() needs a labelled network list, not %s".as_ptr(),
+                c"claimed() needs a labelled network or domain list, not %s".as_ptr(),
                 list.kind().as_ptr(),
             );
             return 0;
-        };
+        }
         let found = match ffi::lua_type(state, 2) {
             ffi::LUA_TSTRING => {
                 let text = bytes_at(state, 2);
-                guarded(state, || networks.claimed(text))
+                guarded(state, || match list {
+                    List::Networks(networks) => networks.claimed(text),
+                    List::Domains(domains) => domains.claimed(text),
+                    _ => None,
+                })
             }
             _ => None,
         };

@@ -3,9 +3,10 @@
 //! URL paths.
 //!
 //! A list file has one entry per line; `#` starts a comment. Its kind follows from its entries:
-//! `<number> [name]` is an ASN list, `[label] <cidr>` a network list, `<path pattern> [label]` (a
-//! pattern starts with `/` or `*`) a path list, anything else a list of user-agent tokens (one per
-//! line, spaces allowed).
+//! `<number> [name]` is an ASN list, `[label] <cidr>` a network list, `<label> .<domain>` a domain
+//! list (the DNS domains a crawler's hosts are named under), `<path pattern> [label]` (a pattern
+//! starts with `/` or `*`) a path list, anything else a list of user-agent tokens (one per line,
+//! spaces allowed).
 
 use std::collections::{HashMap, HashSet};
 use std::ffi::CStr;
@@ -28,6 +29,8 @@ pub enum List {
     Asns(AsnList),
     /// URL paths: exact, by prefix or by suffix, each with a label.
     Paths(PathList),
+    /// DNS domains, each with a label (the crawler whose hosts are named under it).
+    Domains(DomainList),
 }
 
 impl List {
@@ -59,6 +62,19 @@ impl List {
                 paths.insert(pattern, label.trim()).map_err(|message| bad(line, message))?;
             }
             return Ok(List::Paths(paths));
+        }
+        if first.split_whitespace().nth(1).is_some_and(|field| field.starts_with('.')) {
+            let mut domains = DomainList::default();
+            for (line, entry) in entries {
+                let fields: Vec<&str> = entry.split_whitespace().collect();
+                let [label, domain] = fields.as_slice() else {
+                    return Err(bad(line, "expected `<label> .<domain>`".into()));
+                };
+                domains.insert(label, domain).map_err(|message| bad(line, message))?;
+            }
+            domains.label_tokens = TokenList::new(domains.by_label.keys().cloned().collect())
+                .map_err(|error| bad(1, format!("cannot compile its labels: {error}")))?;
+            return Ok(List::Domains(domains));
         }
         if first
             .split_whitespace()
@@ -98,6 +114,7 @@ impl List {
             List::Networks(_) => c"networks",
             List::Asns(_) => c"ASNs",
             List::Paths(_) => c"paths",
+            List::Domains(_) => c"domains",
         }
     }
 
@@ -108,6 +125,7 @@ impl List {
             List::Networks(list) => list.len,
             List::Asns(list) => list.asns.len(),
             List::Paths(list) => list.len(),
+            List::Domains(list) => list.len,
         }
     }
 
@@ -312,6 +330,75 @@ fn canonical(network: IpNet) -> IpNet {
     }
 }
 
+/// DNS domains by label: the domains under which a crawler's hosts are named, for
+/// forward-confirmed reverse DNS.
+pub struct DomainList {
+    /// Per label, its domains, lowercase, each with its leading dot (`.googlebot.com`).
+    by_label: HashMap<String, Vec<String>>,
+    /// The labels as user-agent tokens, for `claimed`.
+    label_tokens: TokenList,
+    len: usize,
+}
+
+impl Default for DomainList {
+    fn default() -> Self {
+        DomainList {
+            by_label: HashMap::new(),
+            label_tokens: TokenList::new(Vec::new()).expect("an empty list compiles"),
+            len: 0,
+        }
+    }
+}
+
+impl DomainList {
+    fn insert(&mut self, label: &str, domain: &str) -> Result<(), String> {
+        let name = domain.strip_prefix('.').unwrap_or(domain).trim_end_matches('.');
+        let valid = !name.is_empty()
+            && name.len() <= 253
+            && name.split('.').all(|part| {
+                !part.is_empty()
+                    && part.len() <= 63
+                    && part.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-')
+            });
+        if !valid || !name.contains('.') {
+            return Err(format!("`{domain}` is not a domain such as `.googlebot.com`"));
+        }
+        self.by_label.entry(label.to_string()).or_default().push(format!(".{}", name.to_ascii_lowercase()));
+        self.len += 1;
+        Ok(())
+    }
+
+    /// The label a user agent names as a whole token: which of the list's crawlers it claims.
+    pub fn claimed<T: AsRef<[u8]> + ?Sized>(&self, user_agent: &T) -> Option<&str> {
+        self.label_tokens.find(user_agent)
+    }
+
+    /// The domains of `label` (empty for a label not in the list).
+    pub fn domains(&self, label: &str) -> &[String] {
+        self.by_label.get(label).map_or(&[], Vec::as_slice)
+    }
+
+    /// Whether host name `name` (any case, with or without the root's trailing dot) is under one
+    /// of `label`'s domains: `crawl-66-249-66-1.googlebot.com` is under `.googlebot.com`, and
+    /// `googlebot.com.evil.example` is not.
+    pub fn names_host_of(&self, label: &str, name: &str) -> bool {
+        self.domains(label).iter().any(|domain| is_under(name, domain))
+    }
+
+    /// The label of a domain that host name `name` is under, if any.
+    pub fn find(&self, name: &str) -> Option<&str> {
+        self.by_label.keys().find(|label| self.names_host_of(label, name)).map(String::as_str)
+    }
+}
+
+/// Whether host name `name` (any case, with or without the root's trailing dot) is a host under
+/// `domain` (written with its leading dot, `.googlebot.com`); the domain itself is not.
+pub fn is_under(name: &str, domain: &str) -> bool {
+    let name = name.trim_end_matches('.');
+    name.len() > domain.len()
+        && name.as_bytes()[name.len() - domain.len()..].eq_ignore_ascii_case(domain.as_bytes())
+}
+
 /// ASNs with their names.
 pub struct AsnList {
     asns: HashMap<u32, String>,
@@ -481,7 +568,8 @@ mod tests {
         assert_eq!(networks.find("::ffff:157.55.39.1".parse().unwrap()), Some("bingbot"));
         // An entry written IPv4-mapped matches both spellings (it matched neither; list_file fuzz
         // target's property).
-        let List::Networks(mapped) = List::parse("mapped.txt", "mapped ::ffff:192.0.2.0/120\n").unwrap() else {
+        let List::Networks(mapped) = List::parse("mapped.txt", "mapped ::ffff:192.0.2.0/120\n").unwrap()
+        else {
             panic!("expected networks")
         };
         assert_eq!(mapped.find("192.0.2.9".parse().unwrap()), Some("mapped"));

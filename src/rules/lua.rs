@@ -191,11 +191,11 @@ fn decided(state: &ThreadRules, Outcome { index, code, reason }: Outcome) -> Dec
 }
 
 /// Writes the request's text fields into `blob`: method, proto, host, URI, User-Agent, address,
-/// key, ASN name and country back to back, then the headers as `\nname: value\n...`. Returns the
+/// key, ASN name, country, claimed crawler and its check back to back, then the headers as `\nname: value\n...`. Returns the
 /// end offset of each field (and of the path within the URI), which the driver cuts them at.
-fn fill_blob(blob: &mut String, facts: &Facts) -> [usize; 10] {
+fn fill_blob(blob: &mut String, facts: &Facts) -> [usize; 12] {
     blob.clear();
-    let mut ends = [0; 10];
+    let mut ends = [0; 12];
     for (end, field) in ends.iter_mut().zip([&facts.method, &facts.proto, &facts.host]) {
         blob.push_str(field);
         *end = blob.len();
@@ -219,6 +219,14 @@ fn fill_blob(blob: &mut String, facts: &Facts) -> [usize; 10] {
     ends[8] = blob.len();
     blob.push_str(facts.geo.country.as_deref().unwrap_or_default());
     ends[9] = blob.len();
+    if let Some(claim) = &facts.crawler {
+        blob.push_str(&claim.crawler);
+        ends[10] = blob.len();
+        blob.push_str(claim.check.as_str());
+    } else {
+        ends[10] = blob.len();
+    }
+    ends[11] = blob.len();
     blob.push('\n');
     // Already `name: value\n` each, names lowercase, no newline inside a value.
     blob.push_str(facts.headers.as_text());

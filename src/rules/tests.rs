@@ -6,6 +6,7 @@ use std::time::Duration;
 use super::*;
 use crate::client::ClientIdentity;
 use crate::client_state::History;
+use crate::crawler::{Check, Claim};
 use crate::geo::GeoInfo;
 
 const CHROME: &str = "Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/120.0.0.0 Safari/537.36";
@@ -41,6 +42,8 @@ struct Request {
     headers: Vec<(&'static str, &'static str)>,
     trap_score: f64,
     is_trap_url: bool,
+    crawler: Option<Claim>,
+    rate_limited: bool,
 }
 
 impl Request {
@@ -59,6 +62,8 @@ impl Request {
             ],
             trap_score: 0.0,
             is_trap_url: false,
+            crawler: None,
+            rate_limited: false,
         }
     }
 
@@ -80,9 +85,11 @@ impl Request {
             history: History {
                 trap_hits: self.trap_score as u64,
                 trap_score: self.trap_score,
+                rate_limited: self.rate_limited,
                 ..History::default()
             },
             is_trap_url: self.is_trap_url,
+            crawler: self.crawler.clone(),
         }
     }
 }
@@ -170,6 +177,67 @@ fn default_rules_trap_bots() {
     );
 }
 
+/// Link-preview fetchers and web archives, as they send their User-Agent.
+const PREVIEWS: &[&str] = &[
+    "Slackbot-LinkExpanding 1.0 (+https://api.slack.com/robots)",
+    "Mozilla/5.0 (compatible; Discordbot/2.0; +https://discordapp.com)",
+    "Twitterbot/1.0",
+    "facebookexternalhit/1.1 (+http://www.facebook.com/externalhit_uatext.php)",
+    "facebookexternalhit/1.1 Facebot Twitterbot/1.0",
+    "http.rb/5.1.1 (Mastodon/4.2.0; +https://mastodon.social/)",
+    "Mozilla/5.0 (compatible; Bluesky Cardyb/1.1; +mailto:support@bsky.app)",
+    "LinkedInBot/1.0 (compatible; Mozilla/5.0; Apache-HttpClient +http://www.linkedin.com)",
+    "TelegramBot (like TwitterBot)",
+    "WhatsApp/2.23.20.0",
+];
+const ARCHIVES: &[&str] = &[
+    "Mozilla/5.0 (compatible; heritrix/3.4.0 +https://archive.org/details/archive.org_bot) Firefox/57",
+    "Mozilla/5.0 (compatible; archive.org_bot; Wayback Machine Live Record; +http://archive.org/details/archive.org_bot)",
+    "Mozilla/5.0 (compatible; bl.uk_lddc_bot/3.3; +http://www.bl.uk/aboutus/legaldeposit/websites/websites/faqscrawler/)",
+];
+
+#[test]
+fn default_rules_never_trap_link_previews_and_archives() {
+    let rules = default_rules();
+    // From a datacenter (AWS), as fediverse servers and preview services run.
+    for &ua in PREVIEWS {
+        check(&rules, Request { asn: Some(16509), ..Request::agent(ua) }, Verdict::Allow, "link-previews");
+    }
+    for &ua in ARCHIVES {
+        check(&rules, Request { asn: Some(16509), ..Request::agent(ua) }, Verdict::Allow, "link-previews");
+        // From the Internet Archive's own network, even over the request quota.
+        let own = Request { asn: Some(7941), rate_limited: true, ..Request::agent(ua) };
+        check(&rules, own, Verdict::Allow, "web-archives");
+    }
+    // The name is no pass for a client that walks the trap or floods the site.
+    let ua = PREVIEWS[0];
+    check(&rules, Request { trap_score: 12.0, ..Request::agent(ua) }, Verdict::Trap, "trap-score");
+    check(&rules, Request { is_trap_url: true, ..Request::agent(ua) }, Verdict::Trap, "trap-url");
+    let flooding = Request { asn: Some(16509), rate_limited: true, ..Request::agent(ua) };
+    check(&rules, flooding, Verdict::Trap, "datacenter-over-quota");
+    let heritrix = Request { asn: Some(16509), rate_limited: true, ..Request::agent(ARCHIVES[0]) };
+    check(&rules, heritrix, Verdict::Trap, "datacenter-over-quota");
+}
+
+#[test]
+fn default_rules_trap_datacenter_clients_over_quota_and_only_mark_others() {
+    let rules = default_rules();
+    // A perfect browser navigation, hundreds a minute, from a cloud network.
+    let headless = Request { asn: Some(16509), rate_limited: true, ..Request::browser(CHROME) };
+    check(&rules, headless, Verdict::Trap, "datacenter-over-quota");
+    // The same from a home ISP (Deutsche Telekom), or with no ASN known: many people may share
+    // the address, so it passes (r.rate_limited marks it for rules of the site's own).
+    check(
+        &rules,
+        Request { asn: Some(3320), rate_limited: true, ..Request::browser(CHROME) },
+        Verdict::Allow,
+        "",
+    );
+    check(&rules, Request { rate_limited: true, ..Request::browser(CHROME) }, Verdict::Allow, "");
+    // Under the quota, the cloud network alone is no evidence.
+    check(&rules, Request { asn: Some(16509), ..Request::browser(CHROME) }, Verdict::Allow, "");
+}
+
 #[test]
 fn default_rules_always_allow_robots_acme_and_feeds() {
     let rules = default_rules();
@@ -201,26 +269,51 @@ fn default_rules_always_allow_robots_acme_and_feeds() {
     );
 }
 
+fn claim(crawler: &str, check: Check) -> Option<Claim> {
+    Some(Claim { crawler: crawler.into(), check, detail: "".into() })
+}
+
 #[test]
-fn search_engines_are_allowed_from_their_ranges_and_impostors_trapped() {
+fn verified_crawlers_are_allowed_impostors_trapped_and_pending_claims_judged_as_anyone() {
     let rules = default_rules();
-    // A Googlebot address from the published ranges shipped in rules/lists/search-engines.txt.
-    let text = DEFAULT_LISTS.iter().find(|(name, _)| *name == "search-engines.txt").unwrap().1;
-    let network: ipnet::IpNet = text
-        .lines()
-        .find_map(|line| line.strip_prefix("Googlebot ").filter(|cidr| cidr.contains('.')))
-        .unwrap()
-        .parse()
-        .unwrap();
-    let address = network.hosts().next().unwrap_or(network.addr()).to_string();
-    let ip: &'static str = Box::leak(address.into_boxed_str());
-    check(&rules, Request { ip, ..Request::agent(GOOGLEBOT) }, Verdict::Allow, "search-engines");
+    for check in [Check::Ranges, Check::ReverseDns] {
+        let request = Request { crawler: claim("Googlebot", check), ..Request::agent(GOOGLEBOT) };
+        let (decision, _) = rules.evaluate_traced(&request.facts());
+        assert_eq!((decision.verdict, &*decision.rule), (Verdict::Allow, "search-engines"));
+        assert_eq!(decision.reason, format!("verified Googlebot ({})", check.as_str()));
+    }
     check(
         &rules,
-        Request { ip: "203.0.113.50", ..Request::agent(GOOGLEBOT) },
+        Request { crawler: claim("Googlebot", Check::Failed), ..Request::agent(GOOGLEBOT) },
         Verdict::Trap,
         "search-engines",
     );
+    // DNS has not answered: not an impostor, and not a pass either; the other rules judge it
+    // (this one, a library-like agent without Sec-Fetch-*, is allowed by none of them).
+    check(
+        &rules,
+        Request { crawler: claim("Googlebot", Check::Pending), ..Request::agent(GOOGLEBOT) },
+        Verdict::Allow,
+        "",
+    );
+}
+
+#[test]
+fn rules_see_the_crawler_claim_and_its_check() {
+    let script = r#"return { { name = "show", check = function(r)
+        return "allow", string.format("%s %s %s", tostring(r.claimed_crawler), tostring(r.crawler_check),
+            tostring(r.verified_crawler))
+    end } }"#;
+    let rules = script_rules(script, FailMode::Closed).unwrap();
+    for (crawler, reason) in [
+        (claim("bingbot", Check::ReverseDns), "bingbot reverse-dns bingbot"),
+        (claim("YandexBot", Check::Pending), "YandexBot pending nil"),
+        (claim("Googlebot", Check::Failed), "Googlebot failed nil"),
+        (None, "nil nil nil"),
+    ] {
+        let decision = rules.evaluate(&Request { crawler, ..Request::browser(CHROME) }.facts());
+        assert_eq!(decision.reason, reason);
+    }
 }
 
 fn script_rules(script: &str, fail: FailMode) -> Result<Rules, RulesError> {
@@ -307,7 +400,7 @@ fn every_kind_of_rule_error_is_reported_by_its_text_and_the_rules_after_it_run()
     };
     expect(0, "helper", "rules.lua:2: a list of user-agent tokens cannot look up a table");
     expect(1, "dot", "rules.lua:3: call it as list:find(...)");
-    expect(2, "claimed", "claimed() needs a labelled network list, not user-agent tokens");
+    expect(2, "claimed", "claimed() needs a labelled network or domain list, not user-agent tokens");
     assert_eq!(results[3], ("plain", "error: plain words"));
     expect(4, "located", "rules.lua:6: attempt to index a nil value");
     assert_eq!(results[5], ("described", "error: described error"));

@@ -14,6 +14,7 @@
 //!   and SIGTERM; `check` on hostile scripts;
 //! - `admin`: the admin listener and its bearer token;
 //! - `connections`: header-read timeout, connection cap and shutdown with real sockets;
+//! - `crawlers`: crawler claims verified by reverse DNS against a real dnsmasq; slow DNS and sprays;
 //! - `cli`: `check` errors that point at line and column, `generate`, `explain`.
 // Helpers are `pub` so that every test module of this one binary can use them.
 #![allow(unreachable_pub)]
@@ -21,6 +22,7 @@
 mod admin;
 mod cli;
 mod connections;
+mod crawlers;
 mod dashboard;
 mod hostile_rules;
 mod metrics;

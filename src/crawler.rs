@@ -1,0 +1,504 @@
+//! Which known crawler a request claims to be, and whether it is: the operator's published
+//! ranges first (`search-engines.txt`), then forward-confirmed reverse DNS (FCrDNS) for crawlers
+//! whose owners document it (`crawler-domains.txt`): the address's PTR name must be under the
+//! crawler's domain and resolve back to the address.
+//!
+//! DNS never holds a verdict past a stated budget. A verification runs as a task of its own; a
+//! verdict waits for it at most `dns { verdict-wait-ms }` and otherwise goes on with the claim
+//! *pending*, which rules treat as unproven either way: a claimed crawler is never trapped as an
+//! impostor because DNS was slow. Answers are cached per (address, crawler), so one crawler costs
+//! one verification per address per cache lifetime, and new verifications are limited in rate
+//! and number in flight, so a spray of fake "Googlebot" clients from many addresses costs at
+//! most `lookups-per-second` verifications a second; the rest stay pending.
+
+use std::net::IpAddr;
+use std::num::NonZeroU32;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use governor::{DefaultDirectRateLimiter, Quota, RateLimiter};
+use hickory_resolver::TokioResolver;
+use hickory_resolver::config::{
+    ConnectionConfig, LookupIpStrategy, NameServerConfig, ResolveHosts, ResolverConfig,
+};
+use hickory_resolver::net::runtime::TokioRuntimeProvider;
+use hickory_resolver::proto::rr::RData;
+use moka::sync::Cache;
+use tokio::sync::watch;
+
+use crate::config::DnsConfig;
+use crate::metrics::Metrics;
+use crate::rules::lists::{DomainList, List, NetworkList, is_under};
+
+/// How a claim was checked.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Check {
+    /// The address is in the crawler's published ranges.
+    Ranges,
+    /// The address's PTR name is under the crawler's domain and resolves back to it.
+    ReverseDns,
+    /// Neither: the address is outside the published ranges, and DNS (where the crawler has a
+    /// documented domain) answered that it is not the crawler's.
+    Failed,
+    /// Not known yet: a DNS verification is under way, timed out, failed to get an answer, or a
+    /// budget left it unchecked. Proves nothing either way.
+    Pending,
+}
+
+impl Check {
+    /// The name rules and metrics see: `ranges`, `reverse-dns`, `failed` or `pending`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Check::Ranges => "ranges",
+            Check::ReverseDns => "reverse-dns",
+            Check::Failed => "failed",
+            Check::Pending => "pending",
+        }
+    }
+
+    /// Whether the claim is proven.
+    pub fn verified(self) -> bool {
+        matches!(self, Check::Ranges | Check::ReverseDns)
+    }
+}
+
+/// A request's claim to be a known crawler, and what checking it found.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Claim {
+    /// The crawler the User-Agent names (the list's label, such as `Googlebot`).
+    pub crawler: String,
+    /// How the claim was checked.
+    pub check: Check,
+    /// What the check found, for people (`explain`, logs): the PTR name, or why it failed.
+    pub detail: Arc<str>,
+}
+
+/// What one DNS verification of (address, crawler) found.
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum Answer {
+    /// Forward-confirmed: this PTR name is under the crawler's domain and resolves back.
+    Verified(Arc<str>),
+    /// DNS answered, and not for the crawler (no PTR, a name elsewhere, no way back).
+    Refused(Arc<str>),
+    /// No answer (timeout, server failure, no resolver): cached briefly, then asked again.
+    Unknown(Arc<str>),
+}
+
+impl Answer {
+    fn check(&self) -> Check {
+        match self {
+            Answer::Verified(_) => Check::ReverseDns,
+            Answer::Refused(_) => Check::Failed,
+            Answer::Unknown(_) => Check::Pending,
+        }
+    }
+
+    fn detail(&self) -> Arc<str> {
+        match self {
+            Answer::Verified(detail) | Answer::Refused(detail) | Answer::Unknown(detail) => detail.clone(),
+        }
+    }
+
+    fn metric(&self) -> &'static str {
+        match self {
+            Answer::Verified(_) => "verified",
+            Answer::Refused(_) => "refused",
+            Answer::Unknown(_) => "unknown",
+        }
+    }
+}
+
+/// How long answers are kept. A verified crawler keeps its address for hours; a refusal is
+/// kept long enough that an impostor costs one verification an hour; no answer is retried soon.
+const VERIFIED_FOR: Duration = Duration::from_secs(6 * 3600);
+const REFUSED_FOR: Duration = Duration::from_secs(3600);
+const UNKNOWN_FOR: Duration = Duration::from_secs(60);
+/// PTR names of one address followed forward, at most (a PTR set can be long; each costs a query).
+const MAX_NAMES: usize = 4;
+/// Cached (address, crawler) answers, at most.
+const CACHE_CAPACITY: u64 = 100_000;
+
+#[derive(Clone)]
+enum Entry {
+    /// A verification is under way; its answer arrives on the channel.
+    InFlight(watch::Receiver<Option<Answer>>),
+    Done(Answer),
+}
+
+struct EntryExpiry {
+    in_flight_for: Duration,
+}
+
+impl moka::Expiry<(IpAddr, Arc<str>), Entry> for EntryExpiry {
+    fn expire_after_create(&self, _: &(IpAddr, Arc<str>), entry: &Entry, _: Instant) -> Option<Duration> {
+        Some(match entry {
+            Entry::InFlight(_) => self.in_flight_for,
+            Entry::Done(Answer::Verified(_)) => VERIFIED_FOR,
+            Entry::Done(Answer::Refused(_)) => REFUSED_FOR,
+            Entry::Done(Answer::Unknown(_)) => UNKNOWN_FOR,
+        })
+    }
+
+    fn expire_after_update(
+        &self,
+        key: &(IpAddr, Arc<str>),
+        entry: &Entry,
+        now: Instant,
+        _: Option<Duration>,
+    ) -> Option<Duration> {
+        self.expire_after_create(key, entry, now)
+    }
+}
+
+/// Checks crawler claims; shared by every verdict.
+pub struct Crawlers {
+    resolver: Option<TokioResolver>,
+    cache: Cache<(IpAddr, Arc<str>), Entry>,
+    limiter: DefaultDirectRateLimiter,
+    in_flight: Arc<AtomicUsize>,
+    max_in_flight: usize,
+    timeout: Duration,
+    verdict_wait: Duration,
+    metrics: Arc<Metrics>,
+}
+
+impl Crawlers {
+    /// A checker asking the configured name servers (or the system's). Without a usable
+    /// resolver (no `/etc/resolv.conf`, say) it still checks ranges, and DNS claims stay pending;
+    /// that is logged once here.
+    pub fn new(config: &DnsConfig, metrics: Arc<Metrics>) -> Crawlers {
+        let resolver = match resolver(config) {
+            Ok(resolver) => Some(resolver),
+            Err(error) => {
+                tracing::warn!(
+                    %error,
+                    "no DNS resolver: crawlers outside their published ranges stay unverified (pending); \
+                     set dns {{ servers }} to fix"
+                );
+                None
+            }
+        };
+        let per_second = NonZeroU32::new(config.lookups_per_second).unwrap_or(NonZeroU32::MIN);
+        Crawlers {
+            resolver,
+            cache: Cache::builder()
+                .max_capacity(CACHE_CAPACITY)
+                .expire_after(EntryExpiry { in_flight_for: config.timeout + Duration::from_secs(1) })
+                .build(),
+            limiter: RateLimiter::direct(Quota::per_second(per_second)),
+            in_flight: Arc::new(AtomicUsize::new(0)),
+            max_in_flight: config.max_pending.max(1),
+            timeout: config.timeout,
+            verdict_wait: config.verdict_wait,
+            metrics,
+        }
+    }
+
+    /// The crawler `user_agent` claims and what is known of it now, without waiting: ranges, or
+    /// a cached DNS answer. `None` when the User-Agent names no listed crawler. The claim's check
+    /// is `Pending` when DNS must be asked (see [`Crawlers::verify`]).
+    pub fn claim(
+        &self,
+        ranges: Option<&List>,
+        domains: Option<&List>,
+        user_agent: &str,
+        address: IpAddr,
+    ) -> Option<Claim> {
+        let ranges = match ranges {
+            Some(List::Networks(ranges)) => Some(ranges),
+            _ => None,
+        };
+        let domains = match domains {
+            Some(List::Domains(domains)) => Some(domains),
+            _ => None,
+        };
+        let crawler = ranges
+            .and_then(|ranges| ranges.claimed(user_agent))
+            .or_else(|| domains.and_then(|domains| domains.claimed(user_agent)))?;
+        Some(self.check_now(ranges, domains, crawler, address))
+    }
+
+    fn check_now(
+        &self,
+        ranges: Option<&NetworkList>,
+        domains: Option<&DomainList>,
+        crawler: &str,
+        address: IpAddr,
+    ) -> Claim {
+        let claim =
+            |check, detail: &str| Claim { crawler: crawler.to_string(), check, detail: Arc::from(detail) };
+        if let Some(ranges) = ranges
+            && ranges.find(address) == Some(crawler)
+        {
+            return claim(Check::Ranges, "in the published ranges");
+        }
+        let has_domains = domains.is_some_and(|domains| !domains.domains(crawler).is_empty());
+        if !has_domains {
+            return claim(Check::Failed, "outside the published ranges, and no DNS domain to verify by");
+        }
+        match self.cache.get(&(address, Arc::from(crawler))) {
+            Some(Entry::Done(answer)) => {
+                Claim { crawler: crawler.to_string(), check: answer.check(), detail: answer.detail() }
+            }
+            Some(Entry::InFlight(_)) => claim(Check::Pending, "reverse DNS under way"),
+            None => claim(Check::Pending, "reverse DNS not asked yet"),
+        }
+    }
+
+    /// Completes a claim that needs DNS: starts a verification (within the budgets) or joins one
+    /// under way, and waits for it at most `dns { verdict-wait-ms }`. Counts the outcome.
+    pub async fn verify(&self, claim: &mut Claim, domains: Option<&List>, address: IpAddr) {
+        self.verify_within(claim, domains, address, self.verdict_wait).await;
+    }
+
+    /// [`Crawlers::verify`], waiting at most `wait` (`explain` waits for the whole timeout).
+    pub async fn verify_within(
+        &self,
+        claim: &mut Claim,
+        domains: Option<&List>,
+        address: IpAddr,
+        wait: Duration,
+    ) {
+        if claim.check == Check::Pending
+            && let Some(List::Domains(domains)) = domains
+        {
+            let key = (address, Arc::<str>::from(claim.crawler.as_str()));
+            let receiver = match self.cache.get(&key) {
+                Some(Entry::Done(answer)) => {
+                    set(claim, &answer);
+                    None
+                }
+                Some(Entry::InFlight(receiver)) => Some(receiver),
+                None => self.start(key, domains.domains(&claim.crawler).to_vec(), address),
+            };
+            if let Some(mut receiver) = receiver {
+                let wait = tokio::time::timeout(wait, receiver.wait_for(Option::is_some)).await;
+                match wait {
+                    Ok(Ok(answer)) => {
+                        if let Some(answer) = answer.as_ref() {
+                            set(claim, answer);
+                        }
+                    }
+                    _ => claim.detail = Arc::from("reverse DNS still under way"),
+                }
+            }
+        }
+        self.metrics.crawler_check(claim.check.as_str());
+    }
+
+    /// Starts verifying `key`, unless a budget is spent or another request just started it.
+    fn start(
+        &self,
+        key: (IpAddr, Arc<str>),
+        domains: Vec<String>,
+        address: IpAddr,
+    ) -> Option<watch::Receiver<Option<Answer>>> {
+        let resolver = self.resolver.clone()?;
+        let mut started = None;
+        let entry = self.cache.entry(key.clone()).or_optionally_insert_with(|| {
+            if self.in_flight.load(Ordering::Relaxed) >= self.max_in_flight || self.limiter.check().is_err() {
+                return None;
+            }
+            let (sender, receiver) = watch::channel(None);
+            started = Some(sender);
+            Some(Entry::InFlight(receiver))
+        });
+        let Some(entry) = entry else {
+            self.metrics.dns_verification("over_budget");
+            return None;
+        };
+        if let Some(sender) = started {
+            self.in_flight.fetch_add(1, Ordering::Relaxed);
+            let (cache, in_flight, metrics, timeout) =
+                (self.cache.clone(), self.in_flight.clone(), self.metrics.clone(), self.timeout);
+            tokio::spawn(async move {
+                let answer = match tokio::time::timeout(timeout, verify(&resolver, address, &domains)).await {
+                    Ok(answer) => answer,
+                    Err(_) => {
+                        Answer::Unknown(Arc::from(format!("no DNS answer within {} ms", timeout.as_millis())))
+                    }
+                };
+                metrics.dns_verification(answer.metric());
+                cache.insert(key, Entry::Done(answer.clone()));
+                let _ = sender.send(Some(answer));
+                in_flight.fetch_sub(1, Ordering::Relaxed);
+            });
+        }
+        match entry.into_value() {
+            Entry::InFlight(receiver) => Some(receiver),
+            Entry::Done(answer) => {
+                let (_, receiver) = watch::channel(Some(answer));
+                Some(receiver)
+            }
+        }
+    }
+}
+
+fn set(claim: &mut Claim, answer: &Answer) {
+    claim.check = answer.check();
+    claim.detail = answer.detail();
+}
+
+/// The resolver: the configured servers over UDP (then TCP for truncated answers), or the
+/// system's. Each query gets the whole timeout once; the hosts file is never read, since a
+/// verification must come from DNS.
+fn resolver(config: &DnsConfig) -> Result<TokioResolver, String> {
+    let mut builder = if config.servers.is_empty() {
+        TokioResolver::builder_tokio()
+            .map_err(|error| format!("cannot read the system's resolver configuration: {error}"))?
+    } else {
+        let servers = config
+            .servers
+            .iter()
+            .map(|server| {
+                let mut udp = ConnectionConfig::udp();
+                udp.port = server.port();
+                let mut tcp = ConnectionConfig::tcp();
+                tcp.port = server.port();
+                NameServerConfig::new(server.ip(), true, vec![udp, tcp])
+            })
+            .collect();
+        TokioResolver::builder_with_config(
+            ResolverConfig::from_parts(None, Vec::new(), servers),
+            TokioRuntimeProvider::default(),
+        )
+    };
+    let options = builder.options_mut();
+    options.timeout = config.timeout;
+    options.attempts = 1;
+    options.ip_strategy = LookupIpStrategy::Ipv4AndIpv6;
+    options.use_hosts_file = ResolveHosts::Never;
+    options.ndots = 0;
+    builder.build().map_err(|error| format!("cannot build the resolver: {error}"))
+}
+
+/// Forward-confirmed reverse DNS of `address` against `domains` (each with its leading dot).
+/// Only PTR names under those domains are followed forward, so a hostile PTR record cannot make
+/// quagmire query names of its choosing.
+async fn verify(resolver: &TokioResolver, address: IpAddr, domains: &[String]) -> Answer {
+    let reverse = match resolver.reverse_lookup(address).await {
+        Ok(reverse) => reverse,
+        Err(error) if error.is_no_records_found() || error.is_nx_domain() => {
+            return Answer::Refused(Arc::from(format!("{address} has no PTR record")));
+        }
+        Err(error) => return Answer::Unknown(Arc::from(format!("PTR lookup failed: {error}"))),
+    };
+    let names: Vec<String> = reverse
+        .answers()
+        .iter()
+        .filter_map(|record| match &record.data {
+            RData::PTR(name) => Some(name.0.to_ascii()),
+            _ => None,
+        })
+        .take(MAX_NAMES)
+        .collect();
+    let under = |name: &str| domains.iter().any(|domain| is_under(name, domain));
+    let Some(first) = names.first() else {
+        return Answer::Refused(Arc::from(format!("{address} has no PTR record")));
+    };
+    let mut unanswered = None;
+    for name in names.iter().filter(|name| under(name)) {
+        match resolver.lookup_ip(name.as_str()).await {
+            Ok(addresses) if addresses.iter().any(|found| canonical(found) == canonical(address)) => {
+                return Answer::Verified(Arc::from(format!("PTR {name}, which resolves back")));
+            }
+            Ok(_) => {}
+            Err(error) if error.is_no_records_found() || error.is_nx_domain() => {}
+            Err(error) => unanswered = Some(format!("lookup of {name} failed: {error}")),
+        }
+    }
+    if let Some(why) = unanswered {
+        return Answer::Unknown(Arc::from(why));
+    }
+    let wanted = domains.join(" or ");
+    match names.iter().find(|name| under(name)) {
+        Some(name) => Answer::Refused(Arc::from(format!("PTR {name} does not resolve back to {address}"))),
+        None => Answer::Refused(Arc::from(format!("PTR {first} is not under {wanted}"))),
+    }
+}
+
+/// An IPv4-mapped IPv6 address is the IPv4 address it maps.
+fn canonical(address: IpAddr) -> IpAddr {
+    match address {
+        IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(address, IpAddr::V4),
+        v4 => v4,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::Config;
+
+    fn crawlers() -> Crawlers {
+        let mut config = Config::parse("test.kdl", "", std::path::Path::new(".")).unwrap().dns;
+        // Never asked: these tests check what is known without DNS.
+        config.servers = vec!["127.0.0.1:9".parse().unwrap()];
+        Crawlers::new(&config, Arc::new(Metrics::new()))
+    }
+
+    fn lists() -> (List, List) {
+        let ranges =
+            List::parse("ranges.txt", "Googlebot 66.249.64.0/19\nDuckDuckBot 20.191.45.212/32\n").unwrap();
+        let domains = List::parse(
+            "domains.txt",
+            "Googlebot .googlebot.com\nGooglebot .google.com\nYandexBot .yandex.ru\n",
+        )
+        .unwrap();
+        (ranges, domains)
+    }
+
+    const GOOGLEBOT: &str = "Mozilla/5.0 (compatible; Googlebot/2.1; +http://www.google.com/bot.html)";
+
+    #[test]
+    fn a_claim_is_checked_against_the_ranges_first_then_needs_dns_where_a_domain_is_listed() {
+        let (ranges, domains) = lists();
+        let crawlers = crawlers();
+        let claim =
+            |ua: &str, ip: &str| crawlers.claim(Some(&ranges), Some(&domains), ua, ip.parse().unwrap());
+        let check = |ua: &str, ip: &str| claim(ua, ip).map(|claim| (claim.crawler, claim.check));
+        assert_eq!(check(GOOGLEBOT, "66.249.66.1"), Some(("Googlebot".into(), Check::Ranges)));
+        assert_eq!(check(GOOGLEBOT, "::ffff:66.249.66.1"), Some(("Googlebot".into(), Check::Ranges)));
+        assert_eq!(check(GOOGLEBOT, "203.0.113.5"), Some(("Googlebot".into(), Check::Pending)));
+        assert_eq!(check("YandexBot/3.0", "203.0.113.5"), Some(("YandexBot".into(), Check::Pending)));
+        // No domain to verify by: outside the ranges is failed at once.
+        assert_eq!(check("DuckDuckBot/1.1", "203.0.113.5"), Some(("DuckDuckBot".into(), Check::Failed)));
+        assert_eq!(check("Mozilla/5.0 Chrome/120.0", "66.249.66.1"), None);
+        // Another crawler's range proves nothing.
+        assert_eq!(check("DuckDuckBot/1.1", "66.249.66.1"), Some(("DuckDuckBot".into(), Check::Failed)));
+        // Without the lists (a site's own folder may lack them), nothing is claimed.
+        assert_eq!(crawlers.claim(None, None, GOOGLEBOT, "66.249.66.1".parse().unwrap()), None);
+    }
+
+    #[tokio::test]
+    async fn a_verification_without_an_answer_stays_pending_and_the_verdict_waits_no_longer_than_its_budget()
+    {
+        let (_, domains) = lists();
+        // Nothing listens on the discard port: no answer.
+        let mut config = Config::parse("test.kdl", "", std::path::Path::new(".")).unwrap().dns;
+        config.servers = vec!["127.0.0.1:9".parse().unwrap()];
+        config.verdict_wait = Duration::from_millis(50);
+        let crawlers = Crawlers::new(&config, Arc::new(Metrics::new()));
+        let address: IpAddr = "203.0.113.5".parse().unwrap();
+        let mut claim = crawlers.claim(None, Some(&domains), GOOGLEBOT, address).unwrap();
+        let started = Instant::now();
+        crawlers.verify(&mut claim, Some(&domains), address).await;
+        assert!(started.elapsed() < Duration::from_millis(500), "{:?}", started.elapsed());
+        assert_eq!(claim.check, Check::Pending);
+    }
+
+    #[test]
+    fn domain_lists_match_hosts_under_a_domain_only() {
+        let (_, List::Domains(domains)) = lists() else { panic!("a domain list") };
+        assert!(domains.names_host_of("Googlebot", "crawl-66-249-66-1.googlebot.com."));
+        assert!(domains.names_host_of("Googlebot", "RATE-LIMITED-PROXY-1.GOOGLE.COM"));
+        assert!(!domains.names_host_of("Googlebot", "googlebot.com"));
+        assert!(!domains.names_host_of("Googlebot", "crawl.googlebot.com.evil.example"));
+        assert!(!domains.names_host_of("Googlebot", "evilgooglebot.com"));
+        assert!(!domains.names_host_of("YandexBot", "crawl.googlebot.com"));
+        assert_eq!(domains.find("spider.yandex.ru"), Some("YandexBot"));
+        assert!(List::parse("bad.txt", "Googlebot .not a domain\n").is_err());
+        assert!(List::parse("bad.txt", "Googlebot .com\n").is_err());
+    }
+}
