@@ -15,12 +15,12 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 python3 - "$work/asn.mmdb" <<'PY'
 import sys
-from mmdb_writer import MMDBWriter
+from mmdb_writer import MMDBWriter, MmdbU32
 from netaddr import IPSet
 w = MMDBWriter(ip_version=6, database_type="GeoLite2-ASN", ipv4_compatible=True)
 for net, asn, org in [("198.51.100.0/26", 16509, "AMAZON-02"), ("198.51.100.64/26", 7941, "INTERNET-ARCHIVE"),
                       ("198.51.100.128/26", 3320, "Deutsche Telekom AG")]:
-    w.insert_network(IPSet([net]), {"autonomous_system_number": asn, "autonomous_system_organization": org})
+    w.insert_network(IPSet([net]), {"autonomous_system_number": MmdbU32(asn), "autonomous_system_organization": org})
 w.to_db_file(sys.argv[1])
 PY
 export QUAGMIRE_SECRET=good-bots-table-secret-0123456789
@@ -40,7 +40,7 @@ rows=(
   "Wayback Save Page Now|198.51.100.70 (AS7941)|Mozilla/5.0 (compatible; archive.org_bot; Wayback Machine Live Record; +http://archive.org/details/archive.org_bot)|0"
   "UK Web Archive|198.51.100.10 (AWS)|Mozilla/5.0 (compatible; bl.uk_lddc_bot/3.3; +http://www.bl.uk/aboutus/legaldeposit/websites/websites/faqscrawler/)|0"
   "Googlebot, published range|66.249.66.1 (Google)|Mozilla/5.0 (compatible; Googlebot/2.1; +http://www.google.com/bot.html)|0"
-  "Googlebot, outside the ranges, DNS not answered|198.51.100.130 (home ISP)|Mozilla/5.0 (compatible; Googlebot/2.1; +http://www.google.com/bot.html)|0"
+  "Googlebot claimed from a home ISP (no PTR record)|198.51.100.130 (home ISP)|Mozilla/5.0 (compatible; Googlebot/2.1; +http://www.google.com/bot.html)|0"
   "preview name walking the trap|198.51.100.10 (AWS)|Twitterbot/1.0|8"
 )
 echo "| client | network | before | after |"
