@@ -159,6 +159,7 @@ async fn a_dns_server_that_never_answers_never_makes_an_impostor_or_a_slow_verdi
         slowest = slowest.max(took);
     }
     assert!(slowest < Duration::from_millis(600), "a verdict took {slowest:?}");
+    eprintln!("silent DNS: slowest pending verdict {slowest:?} (verdict-wait-ms 100)");
     // The published ranges still verify without DNS: 66.249.66.1 is Googlebot's.
     let (status, rule, _) = ask(&server, "66.249.66.1", GOOGLEBOT).await;
     assert_eq!((status, rule.as_str()), (200, "search-engines"));
