@@ -17,6 +17,7 @@ use ipnet::IpNet;
 
 use crate::client_state::ClientStateConfig;
 use crate::generator::PageSettings;
+use crate::lists_update::ListsConfig;
 use crate::rules::{FailMode, Limits, RulesConfig};
 
 /// The embedded default configuration, which documents every key.
@@ -47,6 +48,8 @@ pub struct Config {
     pub connections: ConnectionConfig,
     /// Where `/metrics` and `/api/trapped` are served, and who may read them.
     pub admin: AdminConfig,
+    /// Where the crawler lists are fetched from, and how often `serve` refreshes them.
+    pub lists: ListsConfig,
 }
 
 /// Where `/metrics` and `/api/trapped` are served, and who may read them.
@@ -234,6 +237,7 @@ impl Config {
                 max_connections: None,
             },
             admin: AdminConfig::default(),
+            lists: ListsConfig { refresh: None, timeout: Duration::ZERO, sources: Vec::new() },
         }
     }
 }
