@@ -71,9 +71,9 @@ impl Format {
     pub fn parse(self, body: &[u8]) -> Result<Parsed, String> {
         let parsed = match self {
             Format::PrefixesJson => prefixes_json(body)?,
-            Format::CidrList => Parsed { entries: cidr_list(&text(body)?)?, published: None },
+            Format::CidrList => Parsed { entries: cidr_list(text(body)?)?, published: None },
             Format::RobotsJson => robots_json(body)?,
-            Format::AsnList => Parsed { entries: asn_list(&text(body)?)?, published: None },
+            Format::AsnList => Parsed { entries: asn_list(text(body)?)?, published: None },
         };
         if parsed.entries.is_empty() {
             return Err("no entries".into());
