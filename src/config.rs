@@ -17,6 +17,7 @@ use ipnet::IpNet;
 
 use crate::client_state::ClientStateConfig;
 use crate::generator::PageSettings;
+use crate::lists_update::ListsConfig;
 use crate::rules::{FailMode, Limits, RulesConfig};
 
 /// The embedded default configuration, which documents every key.
@@ -49,6 +50,8 @@ pub struct Config {
     pub admin: AdminConfig,
     /// The resolver crawler verification asks, and its budgets.
     pub dns: DnsConfig,
+    /// Where the crawler lists are fetched from, and how often `serve` refreshes them.
+    pub lists: ListsConfig,
 }
 
 /// The resolver that forward-confirmed reverse DNS asks, and the budgets that keep a spray of fake
@@ -260,6 +263,7 @@ impl Config {
                 lookups_per_second: 0,
                 max_pending: 0,
             },
+            lists: ListsConfig { refresh: None, timeout: Duration::ZERO, sources: Vec::new() },
         }
     }
 }

@@ -7,6 +7,7 @@
 //! - trap listener: every method and path is a generated page (see [`trap`]).
 
 pub mod admin;
+pub mod fetch;
 mod listener;
 pub mod trap;
 pub mod verdict;
@@ -64,7 +65,13 @@ pub async fn serve(
         ..limits
     };
     let (stop, stopped) = watch::channel(false);
-    let watcher = tokio::spawn(crate::reload::watch(app.clone()));
+    let lists_written = Arc::new(tokio::sync::Notify::new());
+    let watcher = tokio::spawn(crate::reload::watch(app.clone(), lists_written.clone()));
+    let refresher = app
+        .config
+        .lists
+        .refresh
+        .map(|every| tokio::spawn(crate::lists_update::refresh(app.clone(), every, lists_written)));
     let admin = admin.map(|admin| {
         listener::serve("admin", admin, admin_router(app.clone()), admin_limits, stopped.clone())
     });
@@ -80,11 +87,17 @@ pub async fn serve(
     tokio::select! {
         _ = &mut servers => {
             watcher.abort();
+            if let Some(refresher) = &refresher {
+                refresher.abort();
+            }
             return Ok(());
         }
         () = shutdown => {}
     }
     watcher.abort();
+    if let Some(refresher) = &refresher {
+        refresher.abort();
+    }
     let _ = stop.send(true);
     if tokio::time::timeout(SHUTDOWN_GRACE, servers).await.is_err() {
         tracing::warn!("connections still open after the shutdown grace period; closing them");

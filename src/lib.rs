@@ -9,7 +9,8 @@
 //! enrichment, [`client_state`] history, [`rules`]) → response.
 //!
 //! The trap flow: [`http::trap`] → [`generator`] (with [`generator::markov`] and
-//! [`generator::html`]) → page, linking to URLs from [`trap_url`]. Everything is built once by
+//! [`generator::html`]) → page, linking to URLs from [`trap_url`]. [`lists_update`] keeps the
+//! crawler lists fresh. Everything is built once by
 //! [`app::App::build`] from a [`config::Config`] before any port is bound. See ARCHITECTURE.md.
 
 pub mod app;
@@ -24,6 +25,7 @@ pub mod fd_limit;
 pub mod generator;
 pub mod geo;
 pub mod http;
+pub mod lists_update;
 pub mod log_field;
 pub mod metrics;
 pub mod numbers;

@@ -88,6 +88,11 @@ enum Command {
         #[arg(long)]
         asn_db: Option<PathBuf>,
     },
+    /// Keep the crawler lists fresh.
+    Lists {
+        #[command(subcommand)]
+        command: ListsCommand,
+    },
     /// Print the trap page that would be served for PATH.
     Generate {
         /// Path (and query) of the page, e.g. /blog/2019/a-post.
@@ -96,6 +101,20 @@ enum Command {
         #[arg(long, default_value = "localhost")]
         host: String,
         /// Config file (KDL).
+        #[arg(long, short)]
+        config: Option<PathBuf>,
+    },
+}
+
+#[derive(Subcommand)]
+enum ListsCommand {
+    /// Fetch the configured sources and rewrite the lists they fill; a list whose source fails
+    /// keeps its file (and the exit status is 1). A running `serve` reloads the new files.
+    Update {
+        /// Folder of list files, overriding `rules { lists }`.
+        #[arg(long)]
+        lists: Option<PathBuf>,
+        /// Config file (KDL): its `lists { source ... }` and `rules { lists }`.
         #[arg(long, short)]
         config: Option<PathBuf>,
     },
@@ -153,6 +172,9 @@ fn main() -> ExitCode {
                 print!("{}", explain::explain(&app, forwarded, trap_hits));
                 Ok(())
             })
+        }
+        Command::Lists { command: ListsCommand::Update { lists, config } } => {
+            load_config(config).and_then(|config| update_lists(config, lists))
         }
         Command::Generate { path, host, config } => load_config(config).and_then(|config| {
             init_tracing(config.log_format);
@@ -223,6 +245,29 @@ fn serve(mut config: Config) -> Result<(), Failure> {
         tracing::info!("stopped");
         Ok(())
     })
+}
+
+/// `quagmire lists update`: one line per list on stdout; an error (exit 1) if any list kept its
+/// file because a source failed.
+fn update_lists(config: Config, folder: Option<PathBuf>) -> Result<(), Failure> {
+    init_tracing(config.log_format);
+    let folder = folder.or(config.rules.lists.clone()).context(
+        "no lists folder: pass --lists DIR, or set `rules { lists \"DIR\" }` in the config given with --config",
+    )?;
+    if !folder.is_dir() {
+        return Err(anyhow::anyhow!("the lists folder {} does not exist", folder.display()).into());
+    }
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+    let reports = runtime.block_on(quagmire::lists_update::update(&folder, &config.lists));
+    for report in &reports {
+        println!("{report}");
+    }
+    let failed: Vec<&str> =
+        reports.iter().filter(|report| report.result.is_err()).map(|report| report.file.as_str()).collect();
+    if !failed.is_empty() {
+        return Err(anyhow::anyhow!("kept the current {}: a source failed", failed.join(", ")).into());
+    }
+    Ok(())
 }
 
 /// Connections the kernel queues for a listener before quagmire accepts them (capped by

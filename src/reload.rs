@@ -1,10 +1,13 @@
-//! Hot reload: on SIGHUP, and when a watched file changes, the rules, lists and enrichment
-//! databases are loaded again. A broken new version is logged and the old one keeps running.
+//! Hot reload: on SIGHUP, when a watched file changes, and when the scheduled list refresh wrote
+//! lists, the rules, lists and enrichment databases are loaded again. A broken new version is
+//! logged and the old one keeps running.
 
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
+
+use tokio::sync::Notify;
 
 use crate::app::App;
 
@@ -41,8 +44,9 @@ pub fn reload_geo(app: &App) {
     }
 }
 
-/// Watches for SIGHUP and file changes until the task is dropped.
-pub async fn watch(app: Arc<App>) {
+/// Watches for SIGHUP, file changes and `lists_written` (the scheduled refresh wrote lists) until
+/// the task is dropped.
+pub async fn watch(app: Arc<App>, lists_written: Arc<Notify>) {
     let mut known = modification_times(&app.rules.watched_files());
     let mut ticks = tokio::time::interval(POLL_INTERVAL);
     ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -58,20 +62,23 @@ pub async fn watch(app: Arc<App>) {
         };
         #[cfg(not(unix))]
         let hangup = std::future::pending::<Option<()>>();
-        let sighup = tokio::select! {
-            _ = ticks.tick() => false,
-            _ = hangup => true,
+        // A reload asked for (rather than noticed by polling): the refresh's own reload, so the
+        // changed files are not reloaded a second time by the next poll.
+        let asked = tokio::select! {
+            _ = ticks.tick() => None,
+            _ = hangup => Some("SIGHUP"),
+            () = lists_written.notified() => Some("lists refreshed"),
         };
         let known_before = known.clone();
         let checked = off_workers(&app, move |app| {
             let now = modification_times(&app.rules.watched_files());
-            if sighup {
-                reload_rules(app, "SIGHUP");
+            if let Some(why) = asked {
+                reload_rules(app, why);
             } else if now != known_before {
                 reload_rules(app, "a rules file changed");
             }
             reload_geo(app);
-            if sighup { modification_times(&app.rules.watched_files()) } else { now }
+            if asked.is_some() { modification_times(&app.rules.watched_files()) } else { now }
         })
         .await;
         if let Some(now) = checked {

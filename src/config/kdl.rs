@@ -14,6 +14,7 @@ use std::time::Duration;
 use ipnet::IpNet;
 
 use super::{Answer, Config, LogFormat, Mode};
+use crate::lists_update::{Format, Source};
 use crate::rules::FailMode;
 
 /// A config file that cannot be used.
@@ -102,8 +103,22 @@ pub(super) fn apply(config: Config, name: &str, text: &str, base: &Path) -> Resu
             })
             .collect(),
     })?;
-    let mut reader = Reader { name, source, base, config };
+    let mut reader = Reader { name, source, base, config, sources_replaced: false, refresh_span: None };
     reader.top(&document).map_err(ConfigError::Invalid)?;
+    if let Some(span) = reader.refresh_span
+        && reader.config.rules.lists.is_none()
+    {
+        return Err(ConfigError::Invalid(reader.problem(
+            span,
+            "refreshing the lists needs a lists folder",
+            "refresh is on, but the lists are the embedded ones",
+            Some(
+                "set `rules { lists \"DIR\" }` to a folder quagmire may write (`quagmire lists update --lists DIR` \
+                 fills an empty one), or turn the refresh off with `refresh-hours 0`"
+                    .into(),
+            ),
+        )));
+    }
     Ok(reader.config)
 }
 
@@ -129,6 +144,9 @@ fn too_deep(text: &str) -> Option<usize> {
     None
 }
 
+/// The shortest list refresh interval: about a second (for tests; publishers ask for a day).
+const MIN_REFRESH_HOURS: f64 = 0.0003;
+
 /// A check's result; problems are boxed because they carry the whole source.
 type Checked<T> = Result<T, Box<Problem>>;
 
@@ -138,6 +156,11 @@ struct Reader<'a> {
     source: Arc<String>,
     base: &'a Path,
     config: Config,
+    /// Whether this file named a `source` yet: its first replaces the sources inherited from the
+    /// defaults.
+    sources_replaced: bool,
+    /// Where this file turned the list refresh on, for the error if there is no lists folder.
+    refresh_span: Option<SourceSpan>,
 }
 
 const TOP_KEYS: &[&str] = &[
@@ -153,6 +176,7 @@ const TOP_KEYS: &[&str] = &[
     "connections",
     "admin",
     "dns",
+    "lists",
 ];
 const VERDICT_KEYS: &[&str] =
     &["mode", "answer", "trap-status", "redirect-prefix", "trusted-proxies", "ipv4-prefix", "ipv6-prefix"];
@@ -166,6 +190,8 @@ const DRIP_KEYS: &[&str] = &["enabled", "bytes-per-second", "chunk-bytes", "max-
 const CORPUS_KEYS: &[&str] = &["order", "embedded", "path"];
 const ADMIN_KEYS: &[&str] = &["listen", "token"];
 const DNS_KEYS: &[&str] = &["servers", "timeout-ms", "verdict-wait-ms", "lookups-per-second", "max-pending"];
+const LISTS_KEYS: &[&str] = &["refresh-hours", "timeout-seconds", "source"];
+const SOURCE_PROPERTIES: &[&str] = &["label", "format", "url"];
 const CONNECTIONS_KEYS: &[&str] =
     &["header-read-timeout-seconds", "keep-alive-timeout-seconds", "max-connections"];
 
@@ -249,6 +275,11 @@ impl Reader<'_> {
                 "dns" => {
                     for child in self.children(node)? {
                         self.dns(child)?;
+                    }
+                }
+                "lists" => {
+                    for child in self.children(node)? {
+                        self.lists(child)?;
                     }
                 }
                 _ => return Err(self.unknown(node, "", TOP_KEYS)),
@@ -498,6 +529,192 @@ impl Reader<'_> {
             "max-pending" => self.config.dns.max_pending = self.integer(node, 1, 100_000)?,
             _ => return Err(self.unknown(node, "dns", DNS_KEYS)),
         }
+        Ok(())
+    }
+
+    fn lists(&mut self, node: &KdlNode) -> Checked<()> {
+        match node.name().value() {
+            "refresh-hours" => {
+                let entry = self.argument(node)?;
+                let hours = match entry.value() {
+                    KdlValue::Integer(hours) => *hours as f64,
+                    KdlValue::Float(hours) => *hours,
+                    other => return Err(self.wrong_type(entry, "a number of hours", other)),
+                };
+                if !(hours == 0.0 || (MIN_REFRESH_HOURS..=8760.0).contains(&hours)) {
+                    return Err(self.problem(
+                        entry.span(),
+                        format!("{hours} hours is out of range"),
+                        format!("expected 0 (off) or {MIN_REFRESH_HOURS} to 8760"),
+                        Some("publishers ask for a daily refresh: `refresh-hours 24`".into()),
+                    ));
+                }
+                self.config.lists.refresh = (hours > 0.0).then(|| Duration::from_secs_f64(hours * 3600.0));
+                self.refresh_span = (hours > 0.0).then(|| entry.span());
+            }
+            "timeout-seconds" => {
+                self.config.lists.timeout = Duration::from_secs(self.integer(node, 1, 3600)? as u64);
+            }
+            "source" => self.source(node)?,
+            _ => return Err(self.unknown(node, "lists", LISTS_KEYS)),
+        }
+        Ok(())
+    }
+
+    /// `source "LIST" label="LABEL" format="FORMAT" url="URL"`.
+    fn source(&mut self, node: &KdlNode) -> Checked<()> {
+        let example = "for example `source \"search-engines\" label=\"Googlebot\" format=\"prefixes-json\" \
+                       url=\"https://...\"`";
+        if let Some(children) = node.children() {
+            return Err(self.problem(
+                children.span(),
+                "`source` takes values, not a block",
+                "unexpected block",
+                None,
+            ));
+        }
+        let (mut list, mut label, mut format, mut url) = (None, None, None, None);
+        for entry in node.entries() {
+            let text = match entry.value() {
+                KdlValue::String(text) => text.clone(),
+                other => return Err(self.wrong_type(entry, "a string in quotes", other)),
+            };
+            let slot = match entry.name().map(|name| name.value()) {
+                None => &mut list,
+                Some("label") => &mut label,
+                Some("format") => &mut format,
+                Some("url") => &mut url,
+                Some(other) => {
+                    let closest = SOURCE_PROPERTIES
+                        .iter()
+                        .map(|known| (strsim::damerau_levenshtein(other, known), *known))
+                        .min()
+                        .filter(|(distance, _)| *distance <= 2);
+                    let help = match closest {
+                        Some((_, known)) => format!("did you mean `{known}=`?"),
+                        None => "a source takes label=, format= and url=".into(),
+                    };
+                    return Err(self.problem(
+                        entry.span(),
+                        format!("unknown property `{other}` of `source`"),
+                        "not a known property",
+                        Some(help),
+                    ));
+                }
+            };
+            if slot.is_some() {
+                return Err(self.problem(entry.span(), "given twice", "repeated", Some(example.into())));
+            }
+            *slot = Some((text, entry.span()));
+        }
+        let Some((list, list_span)) = list else {
+            return Err(self.problem(
+                node.name().span(),
+                "`source` needs the name of the list it fills",
+                "no list named",
+                Some(example.into()),
+            ));
+        };
+        if list.is_empty()
+            || list.ends_with(".txt")
+            || !list.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+        {
+            return Err(self.problem(
+                list_span,
+                format!("`{list}` is not a list name"),
+                "letters, digits, - and _ only",
+                Some("name the list file without its folder and `.txt`, e.g. \"search-engines\"".into()),
+            ));
+        }
+        let names = Format::ALL.iter().map(|(name, _)| format!("\"{name}\"")).collect::<Vec<_>>().join(", ");
+        let Some((format_name, format_span)) = format else {
+            return Err(self.problem(
+                node.name().span(),
+                "`source` needs format=",
+                "no format",
+                Some(format!("one of {names}")),
+            ));
+        };
+        let Some(format) = Format::named(&format_name) else {
+            return Err(self.problem(
+                format_span,
+                format!("unknown format \"{format_name}\""),
+                format!("expected {names}"),
+                None,
+            ));
+        };
+        let Some((url, url_span)) = url else {
+            return Err(self.problem(
+                node.name().span(),
+                "`source` needs url=",
+                "no URL",
+                Some(example.into()),
+            ));
+        };
+        if let Err(message) = crate::http::fetch::check_url(&url) {
+            return Err(self.problem(
+                url_span,
+                format!("`{url}` cannot be a source: {message}"),
+                "here",
+                None,
+            ));
+        }
+        let networks = format.kind() == crate::lists_update::Kind::Networks;
+        let label = match (label, networks) {
+            (Some((label, span)), true) => {
+                if label.is_empty() || label.contains(|c: char| c.is_whitespace() || c == '#') {
+                    return Err(self.problem(
+                        span,
+                        format!("`{label}` is not a label"),
+                        "one word, without #",
+                        Some(
+                            "the label is the user-agent token the prefixes verify, e.g. \"Googlebot\""
+                                .into(),
+                        ),
+                    ));
+                }
+                label
+            }
+            (None, true) => {
+                return Err(self.problem(
+                    node.name().span(),
+                    format!("a `{format_name}` source needs label="),
+                    "no label",
+                    Some("the label is the user-agent token the prefixes verify, e.g. \"Googlebot\"".into()),
+                ));
+            }
+            (Some((_, span)), false) => {
+                return Err(self.problem(
+                    span,
+                    format!("a `{format_name}` source takes no label"),
+                    "not used",
+                    Some("labels name the prefixes of network lists (prefixes-json, cidr-list)".into()),
+                ));
+            }
+            (None, false) => String::new(),
+        };
+        if !self.sources_replaced {
+            self.config.lists.sources.clear();
+            self.sources_replaced = true;
+        }
+        if let Some(other) = self
+            .config
+            .lists
+            .sources
+            .iter()
+            .find(|other| other.list == list && other.format.kind() != format.kind())
+        {
+            return Err(self.problem(
+                format_span,
+                format!(
+                    "list `{list}` already gets entries from a `{}` source, which this format cannot join",
+                    other.format.name()
+                ),
+                "another kind of entry",
+                Some("every source of one list must give the same kind: networks, tokens or ASNs".into()),
+            ));
+        }
+        self.config.lists.sources.push(Source { list, label, format, url });
         Ok(())
     }
 

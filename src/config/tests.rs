@@ -2,6 +2,7 @@
 //! line and column out.
 
 use super::*;
+use crate::lists_update::Format;
 
 fn parse(text: &str) -> Result<Config, ConfigError> {
     Config::parse("test.kdl", text, Path::new("/etc/quagmire"))
@@ -154,4 +155,99 @@ fn dns_servers_and_budgets_are_read_and_checked() {
     assert_eq!(at, (2, 26));
     let (message, _, _) = problem("dns { lookups-per-second 0; }");
     assert_eq!(message, "0 is out of range");
+}
+
+#[test]
+fn lists_default_to_the_publishers_sources_and_no_refresh() {
+    let lists = Config::embedded().lists;
+    assert_eq!(lists.refresh, None);
+    assert_eq!(lists.timeout, Duration::from_secs(30));
+    let googlebot = &lists.sources[0];
+    assert_eq!(
+        (googlebot.list.as_str(), googlebot.label.as_str(), googlebot.format, googlebot.url.as_str()),
+        (
+            "search-engines",
+            "Googlebot",
+            Format::PrefixesJson,
+            "https://developers.google.com/static/search/apis/ipranges/googlebot.json"
+        )
+    );
+    let mut lists: Vec<&str> = lists.sources.iter().map(|source| source.list.as_str()).collect();
+    lists.dedup();
+    assert_eq!(lists, ["search-engines", "ai-crawler-ranges", "ai-crawlers", "datacenter-asns"]);
+}
+
+#[test]
+fn a_file_with_sources_replaces_the_default_sources() {
+    let config = parse(
+        r#"
+        rules { lists "lists"; }
+        lists {
+            refresh-hours 0.5
+            timeout-seconds 5
+            source "search-engines" label="Googlebot" format="prefixes-json" url="https://mirror.example/googlebot.json"
+            source "ai-crawlers" format="robots-json" url="http://mirror.example/robots.json"
+        }
+        "#,
+    )
+    .unwrap();
+    assert_eq!(config.lists.refresh, Some(Duration::from_secs(1800)));
+    assert_eq!(config.lists.timeout, Duration::from_secs(5));
+    let urls: Vec<&str> = config.lists.sources.iter().map(|source| source.url.as_str()).collect();
+    assert_eq!(urls, ["https://mirror.example/googlebot.json", "http://mirror.example/robots.json"]);
+    assert_eq!(config.lists.sources[1].label, "");
+}
+
+#[test]
+fn bad_sources_point_at_the_value() {
+    let (message, at, help) = problem(
+        "lists {\n  source \"search-engines\" label=\"Googlebot\" format=\"google-json\" url=\"https://x.example/\"\n}\n",
+    );
+    assert_eq!(message, "unknown format \"google-json\"");
+    assert_eq!(at, (2, 45));
+    assert_eq!(help, None);
+
+    let (message, at, _) =
+        problem("lists {\n  source \"se\" label=\"G\" format=\"cidr-list\" url=\"ftp://x.example/a\"\n}\n");
+    assert_eq!(
+        message,
+        "`ftp://x.example/a` cannot be a source: the URL must start with https:// or http://"
+    );
+    assert_eq!(at, (2, 44));
+
+    let (message, _, _) = problem("lists { source \"se\" format=\"cidr-list\" url=\"https://x.example/\"; }");
+    assert_eq!(message, "a `cidr-list` source needs label=");
+    let (message, _, _) =
+        problem("lists { source \"a\" label=\"x\" format=\"robots-json\" url=\"https://x.example/\"; }");
+    assert_eq!(message, "a `robots-json` source takes no label");
+    let (message, _, _) =
+        problem("lists { source \"se.txt\" label=\"G\" format=\"cidr-list\" url=\"https://x.example/\"; }");
+    assert_eq!(message, "`se.txt` is not a list name");
+    let (message, _, help) =
+        problem("lists { source \"se\" lable=\"G\" format=\"cidr-list\" url=\"https://x.example/\"; }");
+    assert_eq!(
+        (message.as_str(), help.as_deref()),
+        ("unknown property `lable` of `source`", Some("did you mean `label=`?"))
+    );
+    let (message, _, _) = problem(
+        "lists {\n source \"se\" label=\"G\" format=\"cidr-list\" url=\"https://x.example/\"\n source \"se\" format=\"asn-list\" url=\"https://x.example/\"\n}",
+    );
+    assert_eq!(
+        message,
+        "list `se` already gets entries from a `cidr-list` source, which this format cannot join"
+    );
+}
+
+#[test]
+fn a_refresh_needs_a_lists_folder_and_a_sane_interval() {
+    let (message, at, help) = problem("lists {\n    refresh-hours 24\n}\n");
+    assert_eq!(message, "refreshing the lists needs a lists folder");
+    assert_eq!(at, (2, 19));
+    assert!(help.unwrap().contains("rules { lists"));
+    assert!(parse("lists { refresh-hours 24; }\nrules { lists \"/srv/lists\"; }").is_ok());
+    assert_eq!(parse("lists { refresh-hours 0; }").unwrap().lists.refresh, None);
+    let (message, _, _) = problem("rules { lists \"l\"; }\nlists { refresh-hours 0.0001; }");
+    assert_eq!(message, "0.0001 hours is out of range");
+    let (message, _, _) = problem("lists { refresh-hours \"daily\"; }");
+    assert_eq!(message, "expected a number of hours, found a string");
 }

@@ -15,7 +15,9 @@
 //! - `admin`: the admin listener and its bearer token;
 //! - `connections`: header-read timeout, connection cap and shutdown with real sockets;
 //! - `crawlers`: crawler claims verified by reverse DNS against a real dnsmasq; slow DNS and sprays;
-//! - `cli`: `check` errors that point at line and column, `generate`, `explain`.
+//! - `cli`: `check` errors that point at line and column, `generate`, `explain`;
+//! - `lists_update`: `lists update` and `serve`'s list refresh against a local server of fixture
+//!   list sources: lists written, broken sources keeping the old file, the verdict following.
 // Helpers are `pub` so that every test module of this one binary can use them.
 #![allow(unreachable_pub)]
 
@@ -25,6 +27,7 @@ mod connections;
 mod crawlers;
 mod dashboard;
 mod hostile_rules;
+mod lists_update;
 mod metrics;
 mod proxies;
 mod support;

@@ -1,0 +1,320 @@
+//! Lists that stay fresh: fetching the crawler ranges, user-agent tokens and ASNs their
+//! publishers maintain, and rewriting the list files built from them, for `quagmire lists update`
+//! and for `serve`'s schedule (`lists { refresh-hours }`).
+//!
+//! Each list file is built from one or more sources (a URL, a [`Format`], and for network lists
+//! the label its prefixes get). A list is rewritten only when every one of its sources was
+//! fetched and read, each label has at least half the entries it had, and the new text reads back
+//! through [`List::parse`](crate::rules::lists::List::parse) as the same kind of list; otherwise
+//! the current file stays as it is. Files are replaced by a rename, so the service's reload (on
+//! file change) reads the old list or the new one, never half of one. Fetching runs on the async
+//! runtime and the rest on the blocking pool, so a refresh never holds a verdict.
+
+mod file;
+pub mod formats;
+
+use std::collections::{HashMap, HashSet};
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use tokio::sync::Notify;
+
+use crate::app::App;
+use crate::http::fetch::Fetcher;
+use crate::rules::{DEFAULT_LISTS, RulesError};
+pub use formats::{Format, Kind};
+
+/// Most bytes read from one source. The largest published file (Google's special crawlers) is
+/// tens of kilobytes; a body this large is not a list.
+pub const MAX_SOURCE_BYTES: usize = 16 << 20;
+
+/// Where the lists come from and how often `serve` refreshes them.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ListsConfig {
+    /// How often `serve` refreshes the lists; `None` is never (the default).
+    pub refresh: Option<Duration>,
+    /// Longest one source may take, connecting, redirects and body included.
+    pub timeout: Duration,
+    /// The sources, in order; the embedded default config lists the publishers' own URLs.
+    pub sources: Vec<Source>,
+}
+
+/// One published source of list entries.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Source {
+    /// The list file it fills, without `.txt` (`search-engines`).
+    pub list: String,
+    /// The label of its entries in a network list (`Googlebot`); empty for other kinds.
+    pub label: String,
+    /// How the published file is laid out.
+    pub format: Format,
+    /// Where it is published.
+    pub url: String,
+}
+
+/// Why a list keeps its current file.
+#[derive(Debug, thiserror::Error)]
+pub enum ListError {
+    /// Sources that could not be fetched or read.
+    #[error("{}", .0.iter().map(ToString::to_string).collect::<Vec<_>>().join("; "))]
+    Sources(Vec<SourceError>),
+    /// A label lost more than half its entries, or has none.
+    #[error("{label}: {found} entries, fewer than half of the {current} in the current list")]
+    TooFew {
+        /// The label (or `entries` for lists without labels).
+        label: String,
+        /// Entries fetched.
+        found: usize,
+        /// Entries in the current file.
+        current: usize,
+    },
+    /// The new text does not read back as a list.
+    #[error("the new list does not read back: {0}")]
+    RoundTrip(#[from] RulesError),
+    /// The new text would read back as another kind of list.
+    #[error("the new list would read back as {read_as}")]
+    WrongKind {
+        /// The kind it would be read as.
+        read_as: &'static str,
+    },
+    /// The current file cannot be read.
+    #[error("cannot read {path}: {source}")]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The new file cannot be written.
+    #[error("cannot write {path}: {source}")]
+    Write {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+}
+
+/// A source that failed: its URL and what went wrong.
+#[derive(Debug, thiserror::Error)]
+#[error("{url}: {message}")]
+pub struct SourceError {
+    /// The source's URL.
+    pub url: String,
+    /// What went wrong (HTTP status, timeout, invalid JSON with its line and column, ...).
+    pub message: String,
+}
+
+/// What an update did to one list.
+#[derive(Debug)]
+pub struct ListReport {
+    /// The file name (`search-engines.txt`).
+    pub file: String,
+    /// The entries written, or why the current file stays.
+    pub result: Result<Written, ListError>,
+}
+
+/// A list file written.
+#[derive(Debug)]
+pub struct Written {
+    /// Entries written per label (one unnamed label for lists without labels).
+    pub labels: Vec<(String, usize)>,
+    /// Entries kept by hand.
+    pub kept: usize,
+    /// Written from the embedded copy, as the folder had none (a list without sources).
+    pub embedded: bool,
+}
+
+impl fmt::Display for ListReport {
+    fn fmt(&self, out: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.result {
+            Ok(written) if written.embedded => write!(out, "{}: written from the embedded copy", self.file),
+            Ok(written) => {
+                let total: usize = written.labels.iter().map(|(_, count)| count).sum();
+                let labels: Vec<String> = written
+                    .labels
+                    .iter()
+                    .filter(|(label, _)| !label.is_empty())
+                    .map(|(label, count)| format!("{label} {count}"))
+                    .collect();
+                write!(out, "{}: written, {total} entries", self.file)?;
+                if !labels.is_empty() {
+                    write!(out, " ({})", labels.join(", "))?;
+                }
+                write!(out, ", {} kept by hand", written.kept)
+            }
+            Err(error) => write!(out, "{}: kept the current file: {error}", self.file),
+        }
+    }
+}
+
+/// Fetches every source and rewrites each list in `folder` whose sources all succeeded. Lists in
+/// the embedded defaults that have no sources and no file in `folder` are written from the
+/// embedded copy, so an empty folder becomes a complete one. Never fails as a whole: each list
+/// reports its own outcome.
+pub async fn update(folder: &Path, config: &ListsConfig) -> Vec<ListReport> {
+    let mut urls: Vec<&str> = config.sources.iter().map(|source| source.url.as_str()).collect();
+    urls.sort_unstable();
+    urls.dedup();
+    let bodies: HashMap<String, Result<bytes::Bytes, String>> =
+        match Fetcher::new(config.timeout, MAX_SOURCE_BYTES) {
+            Ok(fetcher) => {
+                let fetches = urls.iter().map(|url| {
+                    let fetcher = fetcher.clone();
+                    async move { (url.to_string(), fetcher.get(url).await) }
+                });
+                futures_util::future::join_all(fetches).await.into_iter().collect()
+            }
+            Err(error) => urls.iter().map(|url| (url.to_string(), Err(error.clone()))).collect(),
+        };
+    let folder = folder.to_path_buf();
+    let sources = config.sources.clone();
+    let written = tokio::task::spawn_blocking(move || write_lists(&folder, &sources, &bodies)).await;
+    written.unwrap_or_default()
+}
+
+/// Reads the fetched bodies and writes the lists (blocking: parsing and file I/O).
+fn write_lists(
+    folder: &Path,
+    sources: &[Source],
+    bodies: &HashMap<String, Result<bytes::Bytes, String>>,
+) -> Vec<ListReport> {
+    let fetched_at = file::rfc3339(
+        SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).map_or(0, |since| since.as_secs()),
+    );
+    let mut lists: Vec<&str> = Vec::new();
+    for source in sources {
+        if !lists.contains(&source.list.as_str()) {
+            lists.push(&source.list);
+        }
+    }
+    let mut reports: Vec<ListReport> = lists
+        .iter()
+        .map(|list| {
+            let own: Vec<&Source> = sources.iter().filter(|source| source.list == *list).collect();
+            let file = format!("{list}.txt");
+            let result = write_list(&folder.join(&file), &file, &own, bodies, &fetched_at);
+            ListReport { file, result }
+        })
+        .collect();
+    for (file, text) in DEFAULT_LISTS {
+        let path = folder.join(file);
+        if lists.iter().any(|list| format!("{list}.txt") == *file) || path.exists() {
+            continue;
+        }
+        let result = file::write_atomically(&path, text)
+            .map(|()| Written { labels: Vec::new(), kept: 0, embedded: true })
+            .map_err(|source| ListError::Write { path, source });
+        reports.push(ListReport { file: file.to_string(), result });
+    }
+    reports
+}
+
+fn write_list(
+    path: &Path,
+    file: &str,
+    sources: &[&Source],
+    bodies: &HashMap<String, Result<bytes::Bytes, String>>,
+    fetched_at: &str,
+) -> Result<Written, ListError> {
+    let mut fetched = Vec::new();
+    let mut failed = Vec::new();
+    for source in sources {
+        let parsed = match bodies.get(&source.url) {
+            Some(Ok(body)) => source.format.parse(body),
+            Some(Err(message)) => Err(message.clone()),
+            None => Err("not fetched".to_string()),
+        };
+        match parsed {
+            Ok(parsed) => fetched.push(file::Fetched { source, parsed }),
+            Err(message) => {
+                if !failed.iter().any(|failure: &SourceError| failure.url == source.url) {
+                    failed.push(SourceError { url: source.url.clone(), message });
+                }
+            }
+        }
+    }
+    if !failed.is_empty() {
+        return Err(ListError::Sources(failed));
+    }
+    let kind = sources.first().map_or(Kind::Tokens, |source| source.format.kind());
+    let current_text = match std::fs::read_to_string(path) {
+        Ok(text) => text,
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => DEFAULT_LISTS
+            .iter()
+            .find(|(name, _)| *name == file)
+            .map_or_else(String::new, |(_, text)| text.to_string()),
+        Err(source) => return Err(ListError::Read { path: path.to_path_buf(), source }),
+    };
+    let labels: HashSet<&str> = sources.iter().map(|source| source.label.as_str()).collect();
+    let current = file::Current::read(&current_text, kind, &labels);
+    let rendered = file::render(file, kind, &current, &fetched, fetched_at)?;
+    file::write_atomically(path, &rendered.text)
+        .map_err(|source| ListError::Write { path: path.to_path_buf(), source })?;
+    Ok(Written { labels: rendered.labels, kept: rendered.kept, embedded: false })
+}
+
+/// Refreshes the lists in the configured folder every `every` until the task is dropped,
+/// starting when the oldest of them is `every` old (at once for a missing one), and tells
+/// `written` after a round that wrote a list, so the rules reload. A list whose source fails
+/// keeps its file; that is logged once per list per round.
+pub async fn refresh(app: Arc<App>, every: Duration, written: Arc<Notify>) {
+    let Some(folder) = app.config.rules.lists.clone() else {
+        return;
+    };
+    let config = &app.config.lists;
+    let mut wait = first_wait(&folder, config, every);
+    tracing::info!(
+        every_s = every.as_secs_f64(),
+        next_in_s = wait.as_secs(),
+        folder = %folder.display(),
+        "refreshing the lists on a schedule"
+    );
+    loop {
+        tokio::time::sleep(wait).await;
+        wait = every;
+        let reports = update(&folder, config).await;
+        let mut any_written = false;
+        for report in &reports {
+            match &report.result {
+                Ok(_) => {
+                    any_written = true;
+                    tracing::info!(list = %report.file, "{report}");
+                }
+                Err(error) => {
+                    tracing::warn!(list = %report.file, %error, "a list source failed; the current list stays")
+                }
+            }
+        }
+        if any_written {
+            written.notify_one();
+        }
+    }
+}
+
+/// How long until the oldest list with sources in `folder` is `every` old.
+fn first_wait(folder: &Path, config: &ListsConfig, every: Duration) -> Duration {
+    let now = SystemTime::now();
+    config
+        .sources
+        .iter()
+        .map(|source| {
+            let modified = std::fs::metadata(folder.join(format!("{}.txt", source.list)))
+                .and_then(|meta| meta.modified())
+                .ok();
+            let age = modified.and_then(|modified| now.duration_since(modified).ok());
+            match (modified, age) {
+                (None, _) => Duration::ZERO,
+                (Some(_), Some(age)) => every.saturating_sub(age),
+                // Modified in the future (a clock step): wait a whole interval.
+                (Some(_), None) => every,
+            }
+        })
+        .min()
+        .unwrap_or(every)
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,231 @@
+//! One generated list file: what the current file holds (its generated entries per label and the
+//! section kept by hand), the new file's text, and writing it atomically.
+//!
+//! A generated file is a header that names its sources and the fetch time, the fetched entries,
+//! then a marker line after which everything is kept by hand and copied unchanged by the next
+//! update. In a network list without the marker (the shape of lists written before the updater),
+//! entries whose label no source fetches count as kept by hand.
+
+use std::collections::{HashMap, HashSet};
+use std::fs;
+use std::io::{self, Write};
+use std::path::Path;
+
+use super::formats::{Kind, Parsed};
+use super::{ListError, Source};
+use crate::rules::lists::List;
+
+/// How the line after which a list file is kept by hand starts.
+pub(super) const KEPT_PREFIX: &str = "# --- kept by hand";
+
+/// The whole line, as written.
+pub(super) const KEPT_MARKER: &str =
+    "# --- kept by hand: `quagmire lists update` copies everything below this line unchanged ---";
+
+/// What the current file holds.
+#[derive(Debug, Default)]
+pub(super) struct Current {
+    /// Generated entries per label (`""` for lists without labels).
+    pub(super) counts: HashMap<String, usize>,
+    /// Lines kept by hand, verbatim.
+    pub(super) kept: Vec<String>,
+}
+
+impl Current {
+    /// Reads `text`, a list of `kind` whose generated labels are `labels`.
+    pub(super) fn read(text: &str, kind: Kind, labels: &HashSet<&str>) -> Current {
+        let mut current = Current::default();
+        let mut lines = text.lines();
+        for line in lines.by_ref() {
+            if line.starts_with(KEPT_PREFIX) {
+                current.kept = lines.map(str::to_string).collect();
+                return current;
+            }
+            let entry = line.split('#').next().unwrap_or("").trim();
+            if entry.is_empty() {
+                continue;
+            }
+            let label = match kind {
+                Kind::Networks => match entry.split_whitespace().collect::<Vec<_>>().as_slice() {
+                    [label, _] => *label,
+                    _ => "",
+                },
+                Kind::Tokens | Kind::Asns => "",
+            };
+            if kind == Kind::Networks && !labels.contains(label) {
+                current.kept.push(line.to_string());
+            } else {
+                *current.counts.entry(label.to_string()).or_default() += 1;
+            }
+        }
+        current
+    }
+
+    /// Entries of the kept section, as `dedupe_key` sees them.
+    fn kept_keys(&self, kind: Kind) -> HashSet<String> {
+        self.kept
+            .iter()
+            .map(|line| line.split('#').next().unwrap_or("").trim())
+            .filter(|entry| !entry.is_empty())
+            .map(|entry| dedupe_key(kind, entry))
+            .collect()
+    }
+}
+
+/// What identifies an entry: a token in any case, an ASN by its number, a network line whole.
+fn dedupe_key(kind: Kind, entry: &str) -> String {
+    match kind {
+        Kind::Tokens => entry.to_lowercase(),
+        Kind::Asns => entry.split_whitespace().next().unwrap_or("").to_string(),
+        Kind::Networks => entry.split_whitespace().collect::<Vec<_>>().join(" "),
+    }
+}
+
+/// A source with what it yielded.
+pub(super) struct Fetched<'a> {
+    pub(super) source: &'a Source,
+    pub(super) parsed: Parsed,
+}
+
+/// A new list file, checked.
+#[derive(Debug)]
+pub(super) struct Rendered {
+    pub(super) text: String,
+    /// Entries written per label, in order.
+    pub(super) labels: Vec<(String, usize)>,
+    /// Entries kept by hand.
+    pub(super) kept: usize,
+}
+
+/// The new text of list `file` from `fetched`, or why the current file must stay: a label with no
+/// entries or fewer than half its current count, or a text that `List::parse` would not read as a
+/// list of `kind`.
+pub(super) fn render(
+    file: &str,
+    kind: Kind,
+    current: &Current,
+    fetched: &[Fetched<'_>],
+    fetched_at: &str,
+) -> Result<Rendered, ListError> {
+    let kept_keys = current.kept_keys(kind);
+    let mut groups: Vec<(&str, Vec<String>)> = Vec::new();
+    let mut seen = HashSet::new();
+    for item in fetched {
+        let label = item.source.label.as_str();
+        let index = match groups.iter().position(|(known, _)| *known == label) {
+            Some(index) => index,
+            None => {
+                groups.push((label, Vec::new()));
+                groups.len() - 1
+            }
+        };
+        for entry in &item.parsed.entries {
+            let line = if label.is_empty() { entry.clone() } else { format!("{label} {entry}") };
+            let key = dedupe_key(kind, &line);
+            if !kept_keys.contains(&key) && seen.insert(key) {
+                groups[index].1.push(line);
+            }
+        }
+    }
+    for (label, entries) in &groups {
+        let before = current.counts.get(*label).copied().unwrap_or(0);
+        if entries.is_empty() || entries.len() * 2 < before {
+            let label = if label.is_empty() { "entries" } else { label };
+            return Err(ListError::TooFew {
+                label: label.to_string(),
+                found: entries.len(),
+                current: before,
+            });
+        }
+    }
+
+    let mut text = String::new();
+    text.push_str(&format!("# {file} -- written by `quagmire lists update` at {fetched_at}.\n"));
+    text.push_str(
+        "# The next update rewrites everything above the \"kept by hand\" line; add entries below it.\n",
+    );
+    text.push_str("# Licences and notes on each source: rules/lists/README.md in quagmire's source.\n#\n");
+    for item in fetched {
+        let label = if item.source.label.is_empty() { "all entries" } else { item.source.label.as_str() };
+        let published =
+            item.parsed.published.as_ref().map(|time| format!(", published {time}")).unwrap_or_default();
+        text.push_str(&format!(
+            "#   {label} <- {} ({}{published}, {} entries)\n",
+            item.source.url,
+            item.source.format.name(),
+            item.parsed.entries.len()
+        ));
+    }
+    text.push_str(match kind {
+        Kind::Networks => "#\n# Format: '<label> <cidr>', one prefix per line.\n#\n",
+        Kind::Tokens => "#\n# Format: one user-agent token per line.\n#\n",
+        Kind::Asns => "#\n# Format: '<asn> <name>', one per line.\n#\n",
+    });
+    for (label, entries) in &groups {
+        if !label.is_empty() {
+            text.push_str(&format!("# {label}\n"));
+        }
+        for entry in entries {
+            text.push_str(entry);
+            text.push('\n');
+        }
+    }
+    text.push_str(KEPT_MARKER);
+    text.push('\n');
+    for line in &current.kept {
+        text.push_str(line);
+        text.push('\n');
+    }
+
+    let list = List::parse(file, &text)?;
+    let read_as = match list {
+        List::Networks(_) => Kind::Networks,
+        List::Tokens(_) => Kind::Tokens,
+        List::Asns(_) => Kind::Asns,
+        List::Paths(_) => return Err(ListError::WrongKind { read_as: "paths" }),
+        List::Domains(_) => return Err(ListError::WrongKind { read_as: "domains" }),
+    };
+    if read_as != kind {
+        return Err(ListError::WrongKind { read_as: list.kind().to_str().unwrap_or("another kind") });
+    }
+    let kept = current.kept_keys(kind).len();
+    let labels = groups.into_iter().map(|(label, entries)| (label.to_string(), entries.len())).collect();
+    Ok(Rendered { text, labels, kept })
+}
+
+/// Writes `text` to `path` through a temporary file in the same folder and a rename, so a reader
+/// (the running service's reload) sees the old file or the new one, never part of one. The
+/// temporary name does not end in `.txt`, so a reload in between never reads it as a list.
+pub(super) fn write_atomically(path: &Path, text: &str) -> io::Result<()> {
+    let folder = path.parent().unwrap_or(Path::new("."));
+    let name = path.file_name().map(|name| name.to_string_lossy().into_owned()).unwrap_or_default();
+    let temporary = folder.join(format!(".{name}.{}.tmp", std::process::id()));
+    let written = (|| {
+        let mut file = fs::File::create(&temporary)?;
+        file.write_all(text.as_bytes())?;
+        file.sync_all()?;
+        drop(file);
+        fs::rename(&temporary, path)
+    })();
+    if written.is_err() {
+        let _ = fs::remove_file(&temporary);
+    }
+    written
+}
+
+/// `seconds` since the Unix epoch as an RFC 3339 UTC time, e.g. `2026-12-04T09:30:00Z`.
+pub(super) fn rfc3339(seconds: u64) -> String {
+    let days = (seconds / 86_400) as i64;
+    let rest = seconds % 86_400;
+    // Days to a civil date (Howard Hinnant's algorithm, proleptic Gregorian calendar).
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let day_of_era = z - era * 146_097;
+    let year_of_era = (day_of_era - day_of_era / 1460 + day_of_era / 36_524 - day_of_era / 146_096) / 365;
+    let day_of_year = day_of_era - (365 * year_of_era + year_of_era / 4 - year_of_era / 100);
+    let month_index = (5 * day_of_year + 2) / 153;
+    let day = day_of_year - (153 * month_index + 2) / 5 + 1;
+    let month = if month_index < 10 { month_index + 3 } else { month_index - 9 };
+    let year = year_of_era + era * 400 + i64::from(month <= 2);
+    format!("{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}Z", rest / 3600, rest / 60 % 60, rest % 60)
+}
