@@ -13,6 +13,14 @@
 -- "ranges" (in the published ranges), "reverse-dns" (forward-confirmed reverse DNS), "failed"
 -- (neither), or "pending" (DNS has not answered yet: proves nothing); r.verified_crawler is the
 -- crawler's name when proven, else nil.
+-- r.signature_check is what checking a Web Bot Auth signature (RFC 9421, Signature-Agent) found:
+-- "unsigned", "pending" (the agent's key directory is not fetched yet: proves nothing),
+-- "invalid" or "verified"; r.signed_agent is the agent's host (such as "chatgpt.com") when
+-- verified, else nil. Signing proves identity, not good behaviour: no rule here trusts it. To
+-- let an agent you trust through, put a rule like this first:
+--   { name = "signed-agents", check = function(r)
+--       if r.signed_agent == "chatgpt.com" then return "allow", "signed by " .. r.signed_agent end
+--     end },
 --
 -- Helpers: lists.<file name> for each list under rules/lists/ (ai-crawlers.txt is
 -- lists.ai_crawlers); list:find(ua | ip | asn | path) returns the match or nil; for labelled network

@@ -17,6 +17,7 @@ use crate::http::admin::Admin;
 use crate::metrics::Metrics;
 use crate::rules::{Rules, RulesError};
 use crate::secret::Secret;
+use crate::signature::Signatures;
 use crate::trap_url::TrapUrls;
 
 /// Everything the handlers share, built once.
@@ -41,6 +42,8 @@ pub struct App {
     pub admin: Admin,
     /// Crawler claims: published ranges and forward-confirmed reverse DNS.
     pub crawlers: Crawlers,
+    /// Web Bot Auth signatures: key directories fetched and cached.
+    pub signatures: Signatures,
 }
 
 /// A component that could not be built from the config.
@@ -94,7 +97,20 @@ impl App {
         let clients = ClientStates::new(config.clients.clone(), move || evictions.evicted());
         let admin = Admin::new(config.admin.token.as_deref());
         let crawlers = Crawlers::new(&config.dns, metrics.clone());
-        Ok(App { config, generator, drip_slots, identity, clients, geo, rules, metrics, admin, crawlers })
+        let signatures = Signatures::new(&config.web_bot_auth, metrics.clone());
+        Ok(App {
+            config,
+            generator,
+            drip_slots,
+            identity,
+            clients,
+            geo,
+            rules,
+            metrics,
+            admin,
+            crawlers,
+            signatures,
+        })
     }
 }
 

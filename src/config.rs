@@ -52,6 +52,29 @@ pub struct Config {
     pub dns: DnsConfig,
     /// Where the crawler lists are fetched from, and how often `serve` refreshes them.
     pub lists: ListsConfig,
+    /// Web Bot Auth: verifying signed requests against their agents' key directories.
+    pub web_bot_auth: WebBotAuthConfig,
+}
+
+/// Web Bot Auth (HTTP Message Signatures from agents that sign their requests): whether it is on,
+/// which key directories may be fetched, and the budgets that keep a spray of forged
+/// `Signature-Agent` values from stalling verdicts or making quagmire fetch URLs at rate.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct WebBotAuthConfig {
+    /// Whether signatures are checked at all; off, every request is `unsigned` to the rules.
+    pub enabled: bool,
+    /// Whether `http://` key directories may be fetched (tests, local mirrors); only `https://`
+    /// otherwise, since a directory read in the clear proves nothing.
+    pub allow_http: bool,
+    /// Longest one directory fetch (connect, answer, body) may take before it counts as failed.
+    pub timeout: Duration,
+    /// Longest a verdict waits for a directory fetch; past it the verdict goes on with the
+    /// signature pending and the directory is kept for the next request.
+    pub verdict_wait: Duration,
+    /// Directory fetches started per second, at most (a burst of as many is allowed).
+    pub fetches_per_second: u32,
+    /// Directory fetches in flight at once, at most.
+    pub max_pending: usize,
 }
 
 /// The resolver that forward-confirmed reverse DNS asks, and the budgets that keep a spray of fake
@@ -264,6 +287,14 @@ impl Config {
                 max_pending: 0,
             },
             lists: ListsConfig { refresh: None, timeout: Duration::ZERO, sources: Vec::new() },
+            web_bot_auth: WebBotAuthConfig {
+                enabled: false,
+                allow_http: false,
+                timeout: Duration::ZERO,
+                verdict_wait: Duration::ZERO,
+                fetches_per_second: 0,
+                max_pending: 0,
+            },
         }
     }
 }

@@ -87,7 +87,11 @@ pub fn explain(app: &App, request: ForwardedRequest, trap_hits: u32) -> String {
     // may take (a verdict would wait only `verdict-wait-ms`).
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build();
     let (judgement, trace) = match runtime {
-        Ok(runtime) => runtime.block_on(decide_traced_verified(app, request, app.config.dns.timeout)),
+        Ok(runtime) => runtime.block_on(decide_traced_verified(
+            app,
+            request,
+            app.config.dns.timeout.max(app.config.web_bot_auth.timeout),
+        )),
         Err(_) => decide_traced(app, request),
     };
     let facts = &judgement.facts;
@@ -126,6 +130,16 @@ pub fn explain(app: &App, request: ForwardedRequest, trap_hits: u32) -> String {
         }
         None => {
             let _ = writeln!(out, "crawler     -");
+        }
+    }
+    match &facts.signature {
+        Some(signature) => {
+            let agent = if signature.agent.is_empty() { "no agent" } else { signature.agent.as_str() };
+            let _ =
+                writeln!(out, "signature   {} by {agent} ({})", signature.check.as_str(), signature.detail);
+        }
+        None => {
+            let _ = writeln!(out, "signature   unsigned");
         }
     }
     let _ = writeln!(out, "rules");

@@ -9,6 +9,7 @@ use crate::client::{ClientKey, HeaderLines};
 use crate::client_state::History;
 use crate::crawler::Claim;
 use crate::geo::GeoInfo;
+use crate::signature::Signature;
 
 /// One request as the rules see it.
 #[derive(Clone, Debug)]
@@ -35,6 +36,8 @@ pub struct Facts {
     pub is_trap_url: bool,
     /// The known crawler the User-Agent names, and whether the address proves it.
     pub crawler: Option<Claim>,
+    /// The request's Web Bot Auth signature and what checking it found; `None` when unsigned.
+    pub signature: Option<Signature>,
 }
 
 impl Facts {

@@ -32,6 +32,7 @@ pub mod numbers;
 pub mod reload;
 pub mod rules;
 pub mod secret;
+pub mod signature;
 pub mod trap_url;
 pub mod verdict;
 

@@ -110,6 +110,8 @@ pub struct Metrics {
     crawler_checks: Family<CrawlerLabels, Counter>,
     dns_verifications: Family<CrawlerLabels, Counter>,
     rate_limited: Family<NetworkLabels, Counter>,
+    signature_checks: Family<CrawlerLabels, Counter>,
+    key_directory_fetches: Family<CrawlerLabels, Counter>,
     /// ASNs with a label of their own, read without a lock on every verdict.
     asn_labelled: ArcSwap<HashMap<u32, String>>,
     /// How often each candidate ASN was seen.
@@ -203,6 +205,19 @@ impl Metrics {
             "Requests from clients over their request quota, by network (datacenter: an ASN in datacenter-asns.txt; other)",
             rate_limited.clone(),
         );
+        let signature_checks = Family::<CrawlerLabels, Counter>::default();
+        registry.register(
+            "signature_checks",
+            "Requests with a Web Bot Auth signature, by the check's outcome (verified, invalid, pending)",
+            signature_checks.clone(),
+        );
+        let key_directory_fetches = Family::<CrawlerLabels, Counter>::default();
+        registry.register(
+            "key_directory_fetches",
+            "Web Bot Auth key directory fetches, by result (ok, failed), and signatures left unchecked \
+             because a budget was spent (over_budget)",
+            key_directory_fetches.clone(),
+        );
         // A gauge of 1 rather than an OpenMetrics info metric, which the Prometheus text format
         // (and `promtool check metrics`) does not know.
         let build_info = Family::<BuildLabels, Gauge>::default();
@@ -227,6 +242,8 @@ impl Metrics {
             crawler_checks,
             dns_verifications,
             rate_limited,
+            signature_checks,
+            key_directory_fetches,
             asn_labelled: ArcSwap::from_pointee(HashMap::new()),
             asn_seen: Mutex::new(HashMap::new()),
         }
@@ -299,6 +316,16 @@ impl Metrics {
     /// Counts a reverse-DNS verification's answer, or a claim a budget left unchecked.
     pub fn dns_verification(&self, answer: &'static str) {
         self.dns_verifications.get_or_create(&CrawlerLabels { check: answer }).inc();
+    }
+
+    /// Counts a request with a Web Bot Auth signature, by the check's outcome.
+    pub fn signature_check(&self, check: &'static str) {
+        self.signature_checks.get_or_create(&CrawlerLabels { check }).inc();
+    }
+
+    /// Counts a key directory fetch's result, or a signature a budget left unchecked.
+    pub fn key_directory_fetch(&self, result: &'static str) {
+        self.key_directory_fetches.get_or_create(&CrawlerLabels { check: result }).inc();
     }
 
     /// Counts a request from a client over its request quota.

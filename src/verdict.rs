@@ -55,12 +55,7 @@ pub struct Judgement {
 /// Judges one request and records what it learns (request rate, trap hits). The rules run on
 /// their own threads; this waits for them without blocking the async runtime.
 pub async fn decide(app: &App, request: ForwardedRequest) -> Judgement {
-    let mut facts = facts(app, request);
-    if let Some(claim) = facts.crawler.as_mut() {
-        let compiled = app.rules.current();
-        app.crawlers.verify(claim, compiled.list(CRAWLER_DOMAINS), facts.address).await;
-    }
-    let facts = Arc::new(facts);
+    let facts = Arc::new(verified_facts(app, request, None).await);
     let decision = app.rules.judge(facts.clone()).await;
     Judgement { facts, decision }
 }
@@ -72,11 +67,7 @@ pub async fn decide_traced_verified(
     request: ForwardedRequest,
     wait: std::time::Duration,
 ) -> (Judgement, Vec<RuleOutcome>) {
-    let mut facts = facts(app, request);
-    if let Some(claim) = facts.crawler.as_mut() {
-        let compiled = app.rules.current();
-        app.crawlers.verify_within(claim, compiled.list(CRAWLER_DOMAINS), facts.address, wait).await;
-    }
+    let facts = verified_facts(app, request, Some(wait)).await;
     let (decision, trace) = app.rules.evaluate_traced(&facts);
     (Judgement { facts: Arc::new(facts), decision }, trace)
 }
@@ -94,6 +85,33 @@ pub fn decide_traced(app: &App, request: ForwardedRequest) -> (Judgement, Vec<Ru
     let facts = facts(app, request);
     let (decision, trace) = app.rules.evaluate_traced(&facts);
     (Judgement { facts: Arc::new(facts), decision }, trace)
+}
+
+/// [`facts`], with a crawler claim's DNS verification and a signature's key directory fetch
+/// completed side by side, each waiting at most its configured verdict wait (or `wait`).
+async fn verified_facts(app: &App, request: ForwardedRequest, wait: Option<std::time::Duration>) -> Facts {
+    let mut facts = facts(app, request);
+    let (mut claim, mut signature) = (facts.crawler.take(), facts.signature.take());
+    let compiled = app.rules.current();
+    let crawler = async {
+        if let Some(claim) = claim.as_mut() {
+            let domains = compiled.list(CRAWLER_DOMAINS);
+            match wait {
+                Some(wait) => app.crawlers.verify_within(claim, domains, facts.address, wait).await,
+                None => app.crawlers.verify(claim, domains, facts.address).await,
+            }
+        }
+    };
+    let signed = async {
+        match wait {
+            Some(wait) => app.signatures.verify_within(&mut signature, &facts, wait).await,
+            None => app.signatures.verify(&mut signature, &facts).await,
+        }
+    };
+    tokio::join!(crawler, signed);
+    facts.crawler = claim;
+    facts.signature = signature;
+    facts
 }
 
 /// Identity, enrichment and history for `request`; a trap URL counts as a trap hit.
@@ -123,7 +141,7 @@ fn facts(app: &App, request: ForwardedRequest) -> Facts {
         user_agent,
         address,
     );
-    Facts {
+    let mut facts = Facts {
         method: request.method,
         proto: request.proto,
         host: request.host,
@@ -135,5 +153,8 @@ fn facts(app: &App, request: ForwardedRequest) -> Facts {
         history,
         is_trap_url,
         crawler,
-    }
+        signature: None,
+    };
+    facts.signature = app.signatures.check_now(&facts);
+    facts
 }

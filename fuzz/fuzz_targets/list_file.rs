@@ -3,7 +3,8 @@
 //!
 //! Beyond not panicking: every entry of an accepted list matches itself (a user-agent token is
 //! found in a user agent that is that token, a network contains its own address, an ASN is
-//! listed, a path pattern matches the path it names), and a token list has one token per entry.
+//! listed, a crawler's host is under its domain, a path pattern matches the path it names),
+//! and a token list has one token per entry.
 
 #![no_main]
 
@@ -50,6 +51,18 @@ fuzz_target!(|data: &[u8]| {
             for entry in entries {
                 let number = entry.split_whitespace().next().unwrap().parse::<u32>().unwrap();
                 assert!(asns.find(number).is_some(), "AS {number} is not listed");
+            }
+        }
+        List::Domains(domains) => {
+            let _ = (domains.claimed(text), domains.find(text));
+            for entry in entries {
+                let mut fields = entry.split_whitespace();
+                let (label, domain) = (fields.next().unwrap(), fields.next().unwrap());
+                assert!(domains.claimed(label).is_some(), "label {label:?} is not claimed by itself");
+                let domain = domain.trim_start_matches('.').trim_end_matches('.');
+                let host = format!("crawl-1.{domain}");
+                assert!(domains.names_host_of(label, &host), "{host:?} is not under {label:?}'s {domain:?}");
+                assert!(!domains.names_host_of(label, domain), "the domain {domain:?} itself names a host");
             }
         }
         List::Paths(paths) => {

@@ -177,6 +177,7 @@ const TOP_KEYS: &[&str] = &[
     "admin",
     "dns",
     "lists",
+    "web-bot-auth",
 ];
 const VERDICT_KEYS: &[&str] =
     &["mode", "answer", "trap-status", "redirect-prefix", "trusted-proxies", "ipv4-prefix", "ipv6-prefix"];
@@ -192,6 +193,8 @@ const ADMIN_KEYS: &[&str] = &["listen", "token"];
 const DNS_KEYS: &[&str] = &["servers", "timeout-ms", "verdict-wait-ms", "lookups-per-second", "max-pending"];
 const LISTS_KEYS: &[&str] = &["refresh-hours", "timeout-seconds", "source"];
 const SOURCE_PROPERTIES: &[&str] = &["label", "format", "url"];
+const WEB_BOT_AUTH_KEYS: &[&str] =
+    &["enabled", "allow-http", "timeout-ms", "verdict-wait-ms", "fetches-per-second", "max-pending"];
 const CONNECTIONS_KEYS: &[&str] =
     &["header-read-timeout-seconds", "keep-alive-timeout-seconds", "max-connections"];
 
@@ -280,6 +283,11 @@ impl Reader<'_> {
                 "lists" => {
                     for child in self.children(node)? {
                         self.lists(child)?;
+                    }
+                }
+                "web-bot-auth" => {
+                    for child in self.children(node)? {
+                        self.web_bot_auth(child)?;
                     }
                 }
                 _ => return Err(self.unknown(node, "", TOP_KEYS)),
@@ -557,6 +565,27 @@ impl Reader<'_> {
             }
             "source" => self.source(node)?,
             _ => return Err(self.unknown(node, "lists", LISTS_KEYS)),
+        }
+        Ok(())
+    }
+
+    fn web_bot_auth(&mut self, node: &KdlNode) -> Checked<()> {
+        match node.name().value() {
+            "enabled" => self.config.web_bot_auth.enabled = self.boolean(node)?,
+            "allow-http" => self.config.web_bot_auth.allow_http = self.boolean(node)?,
+            "timeout-ms" => {
+                self.config.web_bot_auth.timeout =
+                    Duration::from_millis(self.integer(node, 1, 60_000)? as u64)
+            }
+            "verdict-wait-ms" => {
+                self.config.web_bot_auth.verdict_wait =
+                    Duration::from_millis(self.integer(node, 0, 10_000)? as u64)
+            }
+            "fetches-per-second" => {
+                self.config.web_bot_auth.fetches_per_second = self.integer(node, 1, 10_000)? as u32
+            }
+            "max-pending" => self.config.web_bot_auth.max_pending = self.integer(node, 1, 10_000)?,
+            _ => return Err(self.unknown(node, "web-bot-auth", WEB_BOT_AUTH_KEYS)),
         }
         Ok(())
     }

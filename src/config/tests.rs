@@ -251,3 +251,27 @@ fn a_refresh_needs_a_lists_folder_and_a_sane_interval() {
     let (message, _, _) = problem("lists { refresh-hours \"daily\"; }");
     assert_eq!(message, "expected a number of hours, found a string");
 }
+
+#[test]
+fn web_bot_auth_settings_are_read_and_checked() {
+    let defaults = Config::embedded().web_bot_auth;
+    assert_eq!(
+        defaults,
+        WebBotAuthConfig {
+            enabled: true,
+            allow_http: false,
+            timeout: Duration::from_secs(2),
+            verdict_wait: Duration::from_millis(200),
+            fetches_per_second: 5,
+            max_pending: 16,
+        }
+    );
+    let config = parse("web-bot-auth {\n  allow-http #true\n  verdict-wait-ms 50\n}\n").unwrap();
+    assert!(config.web_bot_auth.allow_http && config.web_bot_auth.enabled);
+    assert_eq!(config.web_bot_auth.verdict_wait, Duration::from_millis(50));
+    assert!(!parse("web-bot-auth { enabled #false; }").unwrap().web_bot_auth.enabled);
+    let (message, _, _) = problem("web-bot-auth { fetches-per-second 0; }");
+    assert_eq!(message, "0 is out of range");
+    let (message, _, _) = problem("web-bot-auth { allow-https #true; }");
+    assert!(message.contains("allow-https"), "{message}");
+}

@@ -95,6 +95,8 @@ local lazy = {
     local check = request.crawler_check
     if check == "ranges" or check == "reverse-dns" then return request.claimed_crawler end
   end,
+  signed_agent = function() if ends[13] > ends[12] then return cut(12, 13) end end,
+  signature_check = function() return cut(13, 14) end,
 }
 setmetatable(request, {
   __index = function(_, name)
@@ -108,15 +110,17 @@ setmetatable(request, {
 
 local function evaluate(tracing, text, proto, path, user_agent, method_end, proto_end, host_end,
                         path_end, uri_end, agent_end, ip_end, key_end, org_end, country_end,
-                        crawler_end, check_end, trap_hits, trap_score, request_rate, packed)
-  blob, headers_from = text, check_end + 1
+                        crawler_end, check_end, signed_end, signature_end, trap_hits, trap_score,
+                        request_rate, packed)
+  blob, headers_from = text, signature_end + 1
   ends[0], ends[1], ends[2], ends[3], ends[4], ends[5] = 0, method_end, proto_end, host_end, path_end, uri_end
   ends[6], ends[7], ends[8], ends[9], ends[10] = agent_end, ip_end, key_end, org_end, country_end
-  ends[11], ends[12] = crawler_end, check_end
+  ends[11], ends[12], ends[13], ends[14] = crawler_end, check_end, signed_end, signature_end
   present = packed
   request.method, request.host, request.uri, request.query = nil, nil, nil, nil
   request.ip, request.key, request.asn_org, request.country = nil, nil, nil, nil
   request.claimed_crawler, request.crawler_check, request.verified_crawler = nil, nil, nil
+  request.signed_agent, request.signature_check = nil, nil
   request.proto, request.path, request.user_agent = proto, path, user_agent
   request.asn = (packed & 16) ~= 0 and packed >> 5 or nil
   request.trap_hits, request.trap_score, request.request_rate = trap_hits, trap_score, request_rate
@@ -150,7 +154,7 @@ pub(super) struct Request<'a> {
     /// The request's text fields back to back, then its headers (see `lua::fill_blob`).
     pub(super) text: &'a str,
     /// The end offset of each field in `text`.
-    pub(super) ends: [usize; 12],
+    pub(super) ends: [usize; 14],
     pub(super) trap_hits: u64,
     pub(super) trap_score: f64,
     pub(super) request_rate: f64,
@@ -177,7 +181,7 @@ pub(super) struct Driver {
 }
 
 /// Arguments of `evaluate`.
-const ARGUMENTS: c_int = 21;
+const ARGUMENTS: c_int = 23;
 
 /// Stack slots the call needs: the C function and its argument, then the driver and its
 /// arguments.

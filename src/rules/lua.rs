@@ -23,6 +23,7 @@ use super::{Compiled, Decision, FailMode, RuleOutcome, RulesError, Verdict};
 use super::{helpers, patterns};
 use crate::facts::Facts;
 use crate::numbers::Decimal;
+use crate::signature;
 
 /// Loading a script gets this many times a request's time limit.
 const SETUP_LIMIT_FACTOR: u32 = 10;
@@ -191,11 +192,12 @@ fn decided(state: &ThreadRules, Outcome { index, code, reason }: Outcome) -> Dec
 }
 
 /// Writes the request's text fields into `blob`: method, proto, host, URI, User-Agent, address,
-/// key, ASN name, country, claimed crawler and its check back to back, then the headers as `\nname: value\n...`. Returns the
+/// key, ASN name, country, claimed crawler and its check, signed agent (verified only) and the
+/// signature check back to back, then the headers as `\nname: value\n...`. Returns the
 /// end offset of each field (and of the path within the URI), which the driver cuts them at.
-fn fill_blob(blob: &mut String, facts: &Facts) -> [usize; 12] {
+fn fill_blob(blob: &mut String, facts: &Facts) -> [usize; 14] {
     blob.clear();
-    let mut ends = [0; 12];
+    let mut ends = [0; 14];
     for (end, field) in ends.iter_mut().zip([&facts.method, &facts.proto, &facts.host]) {
         blob.push_str(field);
         *end = blob.len();
@@ -227,6 +229,20 @@ fn fill_blob(blob: &mut String, facts: &Facts) -> [usize; 12] {
         ends[10] = blob.len();
     }
     ends[11] = blob.len();
+    match &facts.signature {
+        Some(signature) => {
+            if signature.check == signature::Check::Verified {
+                blob.push_str(&signature.agent);
+            }
+            ends[12] = blob.len();
+            blob.push_str(signature.check.as_str());
+        }
+        None => {
+            ends[12] = blob.len();
+            blob.push_str("unsigned");
+        }
+    }
+    ends[13] = blob.len();
     blob.push('\n');
     // Already `name: value\n` each, names lowercase, no newline inside a value.
     blob.push_str(facts.headers.as_text());

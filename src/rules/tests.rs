@@ -8,6 +8,7 @@ use crate::client::ClientIdentity;
 use crate::client_state::History;
 use crate::crawler::{Check, Claim};
 use crate::geo::GeoInfo;
+use crate::signature::{self, Signature};
 
 const CHROME: &str = "Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/120.0.0.0 Safari/537.36";
 const OLD_CHROME: &str =
@@ -43,6 +44,7 @@ struct Request {
     trap_score: f64,
     is_trap_url: bool,
     crawler: Option<Claim>,
+    signature: Option<Signature>,
     rate_limited: bool,
 }
 
@@ -63,6 +65,7 @@ impl Request {
             trap_score: 0.0,
             is_trap_url: false,
             crawler: None,
+            signature: None,
             rate_limited: false,
         }
     }
@@ -90,6 +93,7 @@ impl Request {
             },
             is_trap_url: self.is_trap_url,
             crawler: self.crawler.clone(),
+            signature: self.signature.clone(),
         }
     }
 }
@@ -314,6 +318,39 @@ fn rules_see_the_crawler_claim_and_its_check() {
         let decision = rules.evaluate(&Request { crawler, ..Request::browser(CHROME) }.facts());
         assert_eq!(decision.reason, reason);
     }
+}
+
+#[test]
+fn rules_see_the_signed_agent_and_the_signature_check() {
+    let script = r#"return { { name = "show", check = function(r)
+        return "allow", string.format("%s %s", tostring(r.signed_agent), r.signature_check)
+    end } }"#;
+    let rules = script_rules(script, FailMode::Closed).unwrap();
+    let signed = |check, agent: &str| Some(Signature { check, agent: agent.into(), detail: "".into() });
+    for (signature, reason) in [
+        (signed(signature::Check::Verified, "signer.example"), "signer.example verified"),
+        (signed(signature::Check::Pending, "signer.example"), "nil pending"),
+        (signed(signature::Check::Invalid, "signer.example"), "nil invalid"),
+        (signed(signature::Check::Verified, ""), "nil verified"),
+        (None, "nil unsigned"),
+    ] {
+        let request =
+            Request { signature, crawler: claim("bingbot", Check::ReverseDns), ..Request::browser(CHROME) };
+        let decision = rules.evaluate(&request.facts());
+        assert_eq!(decision.reason, reason);
+    }
+    // The fields before and after the new ones still read right.
+    let script = r#"return { { name = "show", check = function(r)
+        return "allow", string.format("%s %s %s", tostring(r.verified_crawler), r.signature_check,
+            tostring(r:header("accept")))
+    end } }"#;
+    let rules = script_rules(script, FailMode::Closed).unwrap();
+    let request = Request {
+        signature: signed(signature::Check::Verified, "signer.example"),
+        crawler: claim("bingbot", Check::ReverseDns),
+        ..Request::browser(CHROME)
+    };
+    assert_eq!(rules.evaluate(&request.facts()).reason, "bingbot verified text/html");
 }
 
 fn script_rules(script: &str, fail: FailMode) -> Result<Rules, RulesError> {

@@ -15,6 +15,8 @@
 //! - `admin`: the admin listener and its bearer token;
 //! - `connections`: header-read timeout, connection cap and shutdown with real sockets;
 //! - `crawlers`: crawler claims verified by reverse DNS against a real dnsmasq; slow DNS and sprays;
+//! - `signed`: Web Bot Auth signatures verified against a local key directory server; forgeries,
+//!   a directory down or silent, caching;
 //! - `cli`: `check` errors that point at line and column, `generate`, `explain`;
 //! - `lists_update`: `lists update` and `serve`'s list refresh against a local server of fixture
 //!   list sources: lists written, broken sources keeping the old file, the verdict following.
@@ -30,6 +32,7 @@ mod hostile_rules;
 mod lists_update;
 mod metrics;
 mod proxies;
+mod signed;
 mod support;
 mod trap;
 mod verdict;

@@ -1,0 +1,453 @@
+//! Web Bot Auth: whether a request carries an HTTP Message Signature (RFC 9421) from the agent
+//! its `Signature-Agent` names, checked against the Ed25519 keys that agent publishes at
+//! `<origin>/.well-known/http-message-signatures-directory`.
+//!
+//! The signature is checked against the request as the *client* sent it, rebuilt from the
+//! forward-auth headers (`@authority` is the forwarded host, `@path` the forwarded path). The
+//! signature base and the Ed25519 check are the `web-bot-auth` crate's; this module decides what
+//! a signature must say to count (`tag="web-bot-auth"`, `created` and `expires` around now,
+//! `signature-agent` covered, an `https://` agent) and where its keys come from.
+//!
+//! Like `crawler`, a directory fetch never holds a verdict past a stated budget: it runs as a
+//! task of its own, a verdict waits for it at most `web-bot-auth { verdict-wait-ms }` and then
+//! goes on with the signature *pending*. Directories are cached per origin (their `max-age`
+//! within 5 min..24 h; failures for a minute), and new fetches are limited in rate and number in
+//! flight, so a spray of forged `Signature-Agent` values costs at most `fetches-per-second`
+//! fetches a second. A signature that is malformed, expired or does not cover its agent is
+//! refused before any fetch.
+
+pub mod directory;
+
+use std::num::NonZeroU32;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant, SystemTime};
+
+use axum::http::Uri;
+use governor::{DefaultDirectRateLimiter, Quota, RateLimiter};
+use moka::sync::Cache;
+use sfv::SerializeValue;
+use tokio::sync::watch;
+use web_bot_auth::components::{CoveredComponent, DerivedComponent, HTTPField, HTTPFieldParameters};
+use web_bot_auth::message_signatures::SignedMessage;
+use web_bot_auth::{ImplementationError, SignatureAgentLink, WebBotAuthVerifier};
+
+use self::directory::{Directory, Fetcher};
+use crate::client::HeaderLines;
+use crate::config::WebBotAuthConfig;
+use crate::facts::Facts;
+use crate::metrics::Metrics;
+
+/// What checking a signed request found.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Check {
+    /// The signature verifies with a key from the agent's directory.
+    Verified,
+    /// The signature is malformed, expired, covers too little, or does not verify.
+    Invalid,
+    /// Not known yet: the agent's directory is being fetched, could not be fetched, or a budget
+    /// left it unfetched. Proves nothing either way.
+    Pending,
+}
+
+impl Check {
+    /// The name rules and metrics see: `verified`, `invalid` or `pending` (`unsigned` is no
+    /// signature at all).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Check::Verified => "verified",
+            Check::Invalid => "invalid",
+            Check::Pending => "pending",
+        }
+    }
+}
+
+/// A signed request's signature and what checking it found.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Signature {
+    /// How the signature checked.
+    pub check: Check,
+    /// The agent the signature claims: its `Signature-Agent`'s host (such as `chatgpt.com`),
+    /// empty when it names none. Proven only when `check` is `Verified`.
+    pub agent: String,
+    /// What the check found, for people (`explain`, logs).
+    pub detail: Arc<str>,
+}
+
+/// How far a signature's `created` may lie in the future, and its `expires` in the past: clocks
+/// differ by a few seconds, and a forwarded request may wait in a queue.
+const CLOCK_SKEW: i64 = 60;
+/// How long a failed directory fetch is remembered before it is tried again.
+const FAILED_FOR: Duration = Duration::from_secs(60);
+/// Cached directories (one per agent origin), at most.
+const CACHE_CAPACITY: u64 = 10_000;
+
+/// What fetching one directory found.
+#[derive(Clone, Debug)]
+enum Keys {
+    Found(Directory),
+    Failed(Arc<str>),
+}
+
+#[derive(Clone)]
+enum Entry {
+    /// A fetch is under way; its answer arrives on the channel.
+    InFlight(watch::Receiver<Option<Keys>>),
+    Done(Keys),
+}
+
+struct EntryExpiry {
+    in_flight_for: Duration,
+}
+
+impl moka::Expiry<Arc<str>, Entry> for EntryExpiry {
+    fn expire_after_create(&self, _: &Arc<str>, entry: &Entry, _: Instant) -> Option<Duration> {
+        Some(match entry {
+            Entry::InFlight(_) => self.in_flight_for,
+            Entry::Done(Keys::Found(directory)) => directory.keep,
+            Entry::Done(Keys::Failed(_)) => FAILED_FOR,
+        })
+    }
+
+    fn expire_after_update(
+        &self,
+        key: &Arc<str>,
+        entry: &Entry,
+        now: Instant,
+        _: Option<Duration>,
+    ) -> Option<Duration> {
+        self.expire_after_create(key, entry, now)
+    }
+}
+
+/// Checks Web Bot Auth signatures; shared by every verdict.
+pub struct Signatures {
+    config: WebBotAuthConfig,
+    fetcher: Option<Fetcher>,
+    cache: Cache<Arc<str>, Entry>,
+    limiter: DefaultDirectRateLimiter,
+    in_flight: Arc<AtomicUsize>,
+    metrics: Arc<Metrics>,
+}
+
+impl Signatures {
+    /// A checker with the configured budgets. Without TLS (which cannot happen with the built-in
+    /// provider) signatures stay pending; that is logged once here.
+    pub fn new(config: &WebBotAuthConfig, metrics: Arc<Metrics>) -> Signatures {
+        let fetcher = match Fetcher::new(config.timeout) {
+            Ok(fetcher) => Some(fetcher),
+            Err(error) => {
+                tracing::warn!(%error, "no HTTP client: Web Bot Auth signatures stay pending");
+                None
+            }
+        };
+        let per_second = NonZeroU32::new(config.fetches_per_second).unwrap_or(NonZeroU32::MIN);
+        Signatures {
+            config: config.clone(),
+            fetcher,
+            cache: Cache::builder()
+                .max_capacity(CACHE_CAPACITY)
+                .expire_after(EntryExpiry { in_flight_for: config.timeout + Duration::from_secs(1) })
+                .build(),
+            limiter: RateLimiter::direct(Quota::per_second(per_second)),
+            in_flight: Arc::new(AtomicUsize::new(0)),
+            metrics,
+        }
+    }
+
+    /// What is known of the request's signature now, without waiting: `None` when it carries
+    /// none (or checking is off), `Pending` when the agent's directory must be fetched (see
+    /// [`Signatures::verify`]).
+    pub fn check_now(&self, facts: &Facts) -> Option<Signature> {
+        if !self.config.enabled {
+            return None;
+        }
+        let parsed = match self.parse(facts, unix_now()) {
+            Ok(parsed) => parsed?,
+            Err(invalid) => return Some(invalid),
+        };
+        Some(match self.cache.get(parsed.origin.as_str()) {
+            Some(Entry::Done(keys)) => parsed.check(&keys),
+            Some(Entry::InFlight(_)) => parsed.pending("key directory fetch under way"),
+            None => parsed.pending("key directory not fetched yet"),
+        })
+    }
+
+    /// Completes a pending signature: starts a directory fetch (within the budgets) or joins one
+    /// under way, and waits for it at most `web-bot-auth { verdict-wait-ms }`. Counts the outcome.
+    pub async fn verify(&self, signature: &mut Option<Signature>, facts: &Facts) {
+        self.verify_within(signature, facts, self.config.verdict_wait).await;
+    }
+
+    /// [`Signatures::verify`], waiting at most `wait` (`explain` waits for the whole timeout).
+    pub async fn verify_within(&self, signature: &mut Option<Signature>, facts: &Facts, wait: Duration) {
+        let Some(current) = signature.as_mut() else { return };
+        if current.check == Check::Pending
+            && let Ok(Some(parsed)) = self.parse(facts, unix_now())
+        {
+            let receiver = match self.cache.get(parsed.origin.as_str()) {
+                Some(Entry::Done(keys)) => {
+                    *current = parsed.check(&keys);
+                    None
+                }
+                Some(Entry::InFlight(receiver)) => Some(receiver),
+                None => self.start(Arc::from(parsed.origin.as_str())),
+            };
+            if let Some(mut receiver) = receiver {
+                match tokio::time::timeout(wait, receiver.wait_for(Option::is_some)).await {
+                    Ok(Ok(keys)) => {
+                        if let Some(keys) = keys.as_ref() {
+                            *current = parsed.check(keys);
+                        }
+                    }
+                    _ => current.detail = Arc::from("key directory fetch still under way"),
+                }
+            }
+        }
+        self.metrics.signature_check(current.check.as_str());
+    }
+
+    /// Starts fetching `origin`'s directory, unless a budget is spent or another request just
+    /// started it.
+    fn start(&self, origin: Arc<str>) -> Option<watch::Receiver<Option<Keys>>> {
+        let fetcher = self.fetcher.clone()?;
+        let mut started = None;
+        let entry = self.cache.entry(origin.clone()).or_optionally_insert_with(|| {
+            if self.in_flight.load(Ordering::Relaxed) >= self.config.max_pending.max(1)
+                || self.limiter.check().is_err()
+            {
+                return None;
+            }
+            let (sender, receiver) = watch::channel(None);
+            started = Some(sender);
+            Some(Entry::InFlight(receiver))
+        });
+        let Some(entry) = entry else {
+            self.metrics.key_directory_fetch("over_budget");
+            return None;
+        };
+        if let Some(sender) = started {
+            self.in_flight.fetch_add(1, Ordering::Relaxed);
+            let (cache, in_flight, metrics) =
+                (self.cache.clone(), self.in_flight.clone(), self.metrics.clone());
+            tokio::spawn(async move {
+                let keys = match fetcher.fetch(&origin).await {
+                    Ok(directory) => Keys::Found(directory),
+                    Err(why) => {
+                        tracing::debug!(%origin, %why, "key directory fetch failed");
+                        Keys::Failed(Arc::from(format!("key directory: {why}")))
+                    }
+                };
+                metrics.key_directory_fetch(if matches!(keys, Keys::Found(_)) { "ok" } else { "failed" });
+                cache.insert(origin, Entry::Done(keys.clone()));
+                let _ = sender.send(Some(keys));
+                in_flight.fetch_sub(1, Ordering::Relaxed);
+            });
+        }
+        match entry.into_value() {
+            Entry::InFlight(receiver) => Some(receiver),
+            Entry::Done(keys) => Some(watch::channel(Some(keys)).1),
+        }
+    }
+
+    /// The request's Web Bot Auth signature, ready to verify: `Ok(None)` when it has no
+    /// signature headers, `Err` (an invalid [`Signature`]) when what it has cannot count.
+    fn parse(&self, facts: &Facts, now: i64) -> Result<Option<Parsed>, Signature> {
+        let message = Message { facts };
+        let has_input = facts.header("signature-input").is_some();
+        let has_signature = facts.header("signature").is_some();
+        if !has_input && !has_signature {
+            return Ok(None);
+        }
+        let invalid = |agent: &str, why: &str| Signature {
+            check: Check::Invalid,
+            agent: agent.to_string(),
+            detail: Arc::from(why),
+        };
+        let verifier = WebBotAuthVerifier::parse(&message).map_err(|error| {
+            let why = match error {
+                ImplementationError::ParsingError(why) if why.contains("No matching label") => {
+                    "no web-bot-auth signature (Signature-Input needs tag=\"web-bot-auth\", keyid, \
+                     created, expires, and @authority or @target-uri, and signature-agent when sent)"
+                        .to_string()
+                }
+                other => other.to_string(),
+            };
+            invalid("", &why)
+        })?;
+        let agent = verifier.get_signature_agents().iter().find_map(|link| match link {
+            SignatureAgentLink::External(url) => Some(url.as_str()),
+            SignatureAgentLink::Inline(_) => None,
+        });
+        let Some(agent_url) = agent else {
+            return Err(invalid("", "no Signature-Agent naming an https:// origin"));
+        };
+        let (origin, agent) = match origin(agent_url, self.config.allow_http) {
+            Ok(found) => found,
+            Err(why) => return Err(invalid("", &why)),
+        };
+        let label = verifier.get_parsed_label();
+        let covers_agent = label.base.components.keys().any(|component| {
+            matches!(component, CoveredComponent::HTTP(HTTPField { name, .. }) if name == "signature-agent")
+        });
+        if !covers_agent {
+            return Err(invalid(&agent, "the signature does not cover signature-agent"));
+        }
+        let details = &label.base.parameters.details;
+        if let Some(created) = details.created
+            && created > now + CLOCK_SKEW
+        {
+            return Err(invalid(&agent, &format!("created {} s in the future", created - now)));
+        }
+        if let Some(expires) = details.expires
+            && expires < now - CLOCK_SKEW
+        {
+            return Err(invalid(&agent, &format!("expired {} s ago", now - expires)));
+        }
+        Ok(Some(Parsed { verifier, origin, agent }))
+    }
+}
+
+/// A signature that may count, and the agent whose keys decide it.
+struct Parsed {
+    verifier: WebBotAuthVerifier,
+    /// `scheme://authority` of the agent, the cache key of its directory.
+    origin: String,
+    /// The agent's host.
+    agent: String,
+}
+
+impl Parsed {
+    fn pending(&self, why: &str) -> Signature {
+        Signature { check: Check::Pending, agent: self.agent.clone(), detail: Arc::from(why) }
+    }
+
+    /// Verifies against a fetched directory; a failed fetch leaves the signature pending.
+    fn check(&self, keys: &Keys) -> Signature {
+        let directory = match keys {
+            Keys::Found(directory) => directory,
+            Keys::Failed(why) => {
+                return Signature { check: Check::Pending, agent: self.agent.clone(), detail: why.clone() };
+            }
+        };
+        let keyid =
+            self.verifier.get_parsed_label().base.parameters.details.keyid.clone().unwrap_or_default();
+        // Verifying consumes the verifier; a clone is a few small strings.
+        let (check, detail) = match self.verifier.clone().verify(&directory.keys, None) {
+            Ok(_) => (Check::Verified, format!("key {keyid} of {}", self.origin)),
+            Err(ImplementationError::NoSuchKey) => {
+                (Check::Invalid, format!("key {keyid} is not in {}'s directory", self.origin))
+            }
+            Err(error) => (Check::Invalid, error.to_string()),
+        };
+        Signature { check, agent: self.agent.clone(), detail: Arc::from(detail) }
+    }
+}
+
+/// The origin (`scheme://authority`) and host of a `Signature-Agent` URL, whose path is ignored:
+/// keys live at the origin's well-known path.
+fn origin(url: &str, allow_http: bool) -> Result<(String, String), String> {
+    let uri: Uri = url.parse().map_err(|_| "the Signature-Agent is not a URL".to_string())?;
+    match uri.scheme_str() {
+        Some("https") => {}
+        Some("http") if allow_http => {}
+        _ => return Err("the Signature-Agent is not an https:// URL".into()),
+    }
+    let Some(authority) = uri.authority() else {
+        return Err("the Signature-Agent has no host".into());
+    };
+    if authority.as_str().contains('@') || authority.host().is_empty() {
+        return Err("the Signature-Agent has no plain host".into());
+    }
+    let host = authority.host().to_ascii_lowercase();
+    let scheme = uri.scheme_str().unwrap_or("https");
+    let origin = match authority.port_u16() {
+        Some(port) => format!("{scheme}://{host}:{port}"),
+        None => format!("{scheme}://{host}"),
+    };
+    let agent = host.trim_start_matches('[').trim_end_matches(']').to_string();
+    Ok((origin, agent))
+}
+
+fn unix_now() -> i64 {
+    SystemTime::now()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .map_or(0, |since| i64::try_from(since.as_secs()).unwrap_or(i64::MAX))
+}
+
+/// The judged request as the signature covers it: the client's request, rebuilt from the
+/// forward-auth headers.
+struct Message<'a> {
+    facts: &'a Facts,
+}
+
+impl Message<'_> {
+    /// `@authority`: the host, lowercase, without the scheme's default port.
+    fn authority(&self) -> String {
+        let host = self.facts.host.to_ascii_lowercase();
+        let default_port = if self.facts.proto == "https" { ":443" } else { ":80" };
+        host.strip_suffix(default_port).map_or(host.clone(), str::to_string)
+    }
+
+    fn field(&self, name: &str, parameters: &[HTTPFieldParameters]) -> Vec<String> {
+        let lines = || self.facts.headers.lines(name).map(str::trim);
+        match parameters {
+            [] => lines().map(str::to_string).collect(),
+            [HTTPFieldParameters::Key(key)] => {
+                let joined = lines().collect::<Vec<_>>().join(", ");
+                let Ok(dictionary) = sfv::Parser::new(&joined).parse_dictionary() else { return Vec::new() };
+                let member = dictionary.into_iter().find(|(name, _)| name.as_str() == key);
+                let value = match member {
+                    Some((_, sfv::ListEntry::Item(item))) => Some(item.serialize_value()),
+                    Some((_, entry @ sfv::ListEntry::InnerList(_))) => vec![entry].serialize_value(),
+                    None => None,
+                };
+                value.into_iter().collect()
+            }
+            [HTTPFieldParameters::Sf] => {
+                let joined = lines().collect::<Vec<_>>().join(", ");
+                let parser = || sfv::Parser::new(&joined);
+                let value = parser()
+                    .parse_dictionary()
+                    .ok()
+                    .and_then(|dictionary| dictionary.serialize_value())
+                    .or_else(|| parser().parse_list().ok().and_then(|list| list.serialize_value()))
+                    .or_else(|| parser().parse_item().ok().map(|item| item.serialize_value()));
+                value.into_iter().collect()
+            }
+            // Binary-wrapped, trailer and response fields: not in a forwarded request.
+            _ => Vec::new(),
+        }
+    }
+}
+
+impl SignedMessage for Message<'_> {
+    fn lookup_component(&self, component: &CoveredComponent) -> Vec<String> {
+        let facts = self.facts;
+        let value = match component {
+            CoveredComponent::HTTP(HTTPField { name, parameters }) => return self.field(name, &parameters.0),
+            CoveredComponent::Derived(derived) => match derived {
+                DerivedComponent::Authority { req: false } => self.authority(),
+                DerivedComponent::Method { req: false } => facts.method.clone(),
+                DerivedComponent::Path { req: false } => {
+                    if facts.path().is_empty() {
+                        "/".into()
+                    } else {
+                        facts.path().to_string()
+                    }
+                }
+                DerivedComponent::Query { req: false } => format!("?{}", facts.query()),
+                DerivedComponent::Scheme { req: false } => facts.proto.clone(),
+                DerivedComponent::RequestTarget { req: false } => facts.uri.clone(),
+                DerivedComponent::TargetUri { req: false } => {
+                    format!("{}://{}{}", facts.proto, self.authority(), facts.uri)
+                }
+                _ => return Vec::new(),
+            },
+        };
+        vec![value]
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,156 @@
+//! Fetching a Web Bot Auth key directory: `GET <origin>/.well-known/http-message-signatures-directory`
+//! with hyper's client (rustls on ring, the system's roots), bounded in time and size, and the
+//! answer read as a JWKS of Ed25519 keys (keyed by their RFC 7638 thumbprints) with how long it
+//! may be kept (`Cache-Control: max-age`, within bounds).
+//!
+//! Redirects are not followed: the keys must come from the origin the signature names.
+
+use std::error::Error as _;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Empty, Limited};
+use hyper::{Request, Uri, header};
+use hyper_rustls::HttpsConnector;
+use hyper_util::client::legacy::Client;
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::rt::TokioExecutor;
+use web_bot_auth::keyring::{KeyRing, Thumbprintable};
+
+/// Where an agent publishes its keys, under its origin.
+pub const WELL_KNOWN_PATH: &str = "/.well-known/http-message-signatures-directory";
+
+/// The largest directory read; a handful of keys is a few hundred bytes.
+pub const MAX_BYTES: usize = 64 * 1024;
+/// Keys in one directory, at most (the rest are ignored).
+const MAX_KEYS: usize = 64;
+
+/// How long a directory is kept at least, whatever its `max-age`: an agent that says
+/// `no-cache` must not cost a fetch per request.
+pub const MIN_KEEP: Duration = Duration::from_secs(5 * 60);
+/// How long a directory is kept at most, so that a rotated or withdrawn key stops counting
+/// within a day.
+pub const MAX_KEEP: Duration = Duration::from_secs(24 * 3600);
+/// How long a directory without `max-age` is kept.
+const DEFAULT_KEEP: Duration = Duration::from_secs(3600);
+
+/// The User-Agent of quagmire's own requests.
+const USER_AGENT: &str = concat!("quagmire/", env!("CARGO_PKG_VERSION"), " (web bot auth)");
+
+/// A fetched directory: its usable keys and how long to keep them.
+#[derive(Clone, Debug)]
+pub struct Directory {
+    /// Ed25519 keys by thumbprint.
+    pub keys: Arc<KeyRing>,
+    /// How long the directory may be kept.
+    pub keep: Duration,
+}
+
+/// The HTTP client for key directories.
+#[derive(Clone)]
+pub struct Fetcher {
+    client: Client<HttpsConnector<HttpConnector>, Empty<Bytes>>,
+    timeout: Duration,
+}
+
+impl Fetcher {
+    /// A client whose fetches take at most `timeout` each. Without system root certificates
+    /// HTTPS fetches fail (each saying so) and HTTP ones still work.
+    pub fn new(timeout: Duration) -> Result<Fetcher, String> {
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let builder = match hyper_rustls::HttpsConnectorBuilder::new()
+            .with_provider_and_native_roots(provider.clone())
+        {
+            Ok(builder) => builder,
+            Err(error) => {
+                tracing::warn!(%error, "no system root certificates: Web Bot Auth signatures stay pending");
+                let config = rustls::ClientConfig::builder_with_provider(provider)
+                    .with_safe_default_protocol_versions()
+                    .map_err(|error| format!("cannot set up TLS ({error})"))?
+                    .with_root_certificates(rustls::RootCertStore::empty())
+                    .with_no_client_auth();
+                hyper_rustls::HttpsConnectorBuilder::new().with_tls_config(config)
+            }
+        };
+        let connector = builder.https_or_http().enable_http1().build();
+        let client = Client::builder(TokioExecutor::new()).build(connector);
+        Ok(Fetcher { client, timeout })
+    }
+
+    /// The directory of `origin` (`scheme://authority`), or why it could not be had.
+    pub async fn fetch(&self, origin: &str) -> Result<Directory, String> {
+        match tokio::time::timeout(self.timeout, self.fetch_unbounded(origin)).await {
+            Ok(result) => result,
+            Err(_) => Err(format!("no complete answer within {} ms", self.timeout.as_millis())),
+        }
+    }
+
+    async fn fetch_unbounded(&self, origin: &str) -> Result<Directory, String> {
+        let uri: Uri = format!("{origin}{WELL_KNOWN_PATH}").parse().map_err(|_| "not a URL".to_string())?;
+        let request = Request::get(uri)
+            .header(header::USER_AGENT, USER_AGENT)
+            .header(header::ACCEPT, "application/http-message-signatures-directory+json, application/json")
+            .body(Empty::new())
+            .map_err(|error| format!("cannot make the request ({error})"))?;
+        let response = self.client.request(request).await.map_err(|error| {
+            let mut message = error.to_string();
+            let mut cause = error.source();
+            while let Some(inner) = cause {
+                message.push_str(&format!(": {inner}"));
+                cause = inner.source();
+            }
+            message
+        })?;
+        let status = response.status();
+        if !status.is_success() {
+            return Err(format!("HTTP {status}"));
+        }
+        let keep = keep_for(
+            response.headers().get_all(header::CACHE_CONTROL).iter().filter_map(|v| v.to_str().ok()),
+        );
+        let body = Limited::new(response.into_body(), MAX_BYTES).collect().await.map_err(|error| {
+            if error.is::<http_body_util::LengthLimitError>() {
+                format!("the directory is larger than {MAX_BYTES} bytes")
+            } else {
+                format!("the body broke off ({error})")
+            }
+        })?;
+        let keys = parse_keys(&body.to_bytes())?;
+        Ok(Directory { keys: Arc::new(keys), keep })
+    }
+}
+
+/// The Ed25519 keys of a JWKS (`{"keys": [...]}`), by thumbprint. Keys of other types, or that
+/// do not parse, are skipped; a body that is not a JWKS is an error.
+pub fn parse_keys(body: &[u8]) -> Result<KeyRing, String> {
+    let value: serde_json::Value =
+        serde_json::from_slice(body).map_err(|error| format!("the directory is not JSON ({error})"))?;
+    let Some(keys) = value.get("keys").and_then(|keys| keys.as_array()) else {
+        return Err("the directory has no `keys` list".into());
+    };
+    let mut ring = KeyRing::default();
+    for key in keys.iter().take(MAX_KEYS) {
+        if let Ok(key) = serde_json::from_value::<Thumbprintable>(key.clone()) {
+            let _ = ring.try_import_jwk(&key);
+        }
+    }
+    Ok(ring)
+}
+
+/// How long to keep a directory given its `Cache-Control` lines: `max-age` (or `s-maxage`)
+/// within [`MIN_KEEP`]..[`MAX_KEEP`], else an hour.
+pub fn keep_for<'a>(cache_control: impl Iterator<Item = &'a str>) -> Duration {
+    let mut max_age = None;
+    for directive in cache_control.flat_map(|line| line.split(',')) {
+        let directive = directive.trim();
+        let Some((name, value)) = directive.split_once('=') else { continue };
+        let name = name.trim();
+        if (name.eq_ignore_ascii_case("max-age") || name.eq_ignore_ascii_case("s-maxage"))
+            && let Ok(seconds) = value.trim().trim_matches('"').parse::<u64>()
+        {
+            max_age = Some(max_age.map_or(seconds, |known: u64| known.min(seconds)));
+        }
+    }
+    max_age.map_or(DEFAULT_KEEP, |seconds| Duration::from_secs(seconds).clamp(MIN_KEEP, MAX_KEEP))
+}
