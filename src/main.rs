@@ -137,8 +137,7 @@ fn main() -> ExitCode {
     });
     let result = match command {
         Command::Serve { config, listen, trap_listen, log_format, asn_db } => {
-            load_config(config).and_then(|mut config| {
-                config.geo.asn = asn_db.or(config.geo.asn);
+            load_config(config, asn_db).and_then(|mut config| {
                 config.listen = listen.unwrap_or(config.listen);
                 config.trap.listen = trap_listen.unwrap_or(config.trap.listen);
                 config.log_format = match log_format {
@@ -149,8 +148,7 @@ fn main() -> ExitCode {
                 serve(config)
             })
         }
-        Command::Check { config, asn_db } => load_config(config.clone()).and_then(|mut loaded| {
-            loaded.geo.asn = asn_db.or(loaded.geo.asn);
+        Command::Check { config, asn_db } => load_config(config.clone(), asn_db).and_then(|loaded| {
             init_tracing(loaded.log_format);
             let (secret, _) = Secret::resolve(None, loaded.secret.as_deref());
             App::build(loaded, &secret).map_err(Failure::from)?;
@@ -159,8 +157,7 @@ fn main() -> ExitCode {
             Ok(())
         }),
         Command::Explain { ip, uri, method, host, proto, headers, request, trap_hits, config, asn_db } => {
-            load_config(config).and_then(|mut config| {
-                config.geo.asn = asn_db.or(config.geo.asn);
+            load_config(config, asn_db).and_then(|config| {
                 init_tracing(config.log_format);
                 let secret = resolve_secret(&config);
                 let app = App::build(config, &secret).map_err(Failure::from)?;
@@ -174,9 +171,9 @@ fn main() -> ExitCode {
             })
         }
         Command::Lists { command: ListsCommand::Update { lists, config } } => {
-            load_config(config).and_then(|config| update_lists(config, lists))
+            load_config(config, None).and_then(|config| update_lists(config, lists))
         }
-        Command::Generate { path, host, config } => load_config(config).and_then(|config| {
+        Command::Generate { path, host, config } => load_config(config, None).and_then(|config| {
             init_tracing(config.log_format);
             let secret = resolve_secret(&config);
             let app = App::build(config, &secret).map_err(Failure::from)?;
@@ -208,8 +205,12 @@ impl<E: Into<anyhow::Error>> From<E> for Failure {
     }
 }
 
-fn load_config(path: Option<PathBuf>) -> Result<Config, Failure> {
-    Config::load(path.as_deref()).map_err(Failure::Config)
+/// The config at `path` (or the embedded default), with `--asn-db` in place of `geo { asn }`
+/// when given.
+fn load_config(path: Option<PathBuf>, asn_db: Option<PathBuf>) -> Result<Config, Failure> {
+    let mut config = Config::load(path.as_deref()).map_err(Failure::Config)?;
+    config.geo.asn = asn_db.or(config.geo.asn);
+    Ok(config)
 }
 
 fn serve(mut config: Config) -> Result<(), Failure> {

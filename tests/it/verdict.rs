@@ -288,7 +288,17 @@ async fn hot_reload_keeps_the_old_rules_when_the_new_file_is_broken() {
 
     std::fs::write(&script, "return { { name = 'broken' check = } }\n").unwrap();
     hangup(&server);
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    // The reload must have been tried and refused before the old rules' answer means anything.
+    let failed_reload = "quagmire_reloads_total{what=\"rules\",result=\"failed\"} 1";
+    let mut metrics = String::new();
+    for _ in 0..50 {
+        metrics = reqwest::get(format!("http://{}/metrics", server.verdict)).await.unwrap().text().await.unwrap();
+        if metrics.contains(failed_reload) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(metrics.contains(failed_reload), "no failed reload counted:\n{metrics}");
     assert_eq!(header(&ask().await.1, "x-quagmire-rule"), "first", "a broken file keeps the old rules");
 
     std::fs::write(&script, rule("second")).unwrap();

@@ -1,0 +1,117 @@
+-- The rule driver (see driver.rs): runs every rule of a ruleset in one call from Rust.
+local checks, reset = ...
+local tostring, type, setmetatable, error = tostring, type, setmetatable, error
+local count = #checks
+local find, lower, sub = string.find, string.lower, string.sub
+
+-- The request rules see: a table refilled for each request behind a read-only proxy.
+local request = {}
+-- The request's text fields arrive as one string (one copy into Lua, not one per field) and
+-- are cut out of it here; its tail holds the headers as "\nname: value\n...", names lowercase.
+local blob, headers_from = "", 1
+-- "\nname: " search keys by the name a rule asked for, bounded so odd names cannot grow it.
+local keys, key_count = {}, 0
+request.header = function(self, name)
+  local key = keys[name]
+  if key == nil then
+    key = "\n" .. lower(name) .. ": "
+    if key_count < 256 then keys[name] = key; key_count = key_count + 1 end
+  end
+  local start = find(blob, key, headers_from, true)
+  if start == nil then return nil end
+  local first = start + #key
+  return sub(blob, first, find(blob, "\n", first, true) - 1)
+end
+local view = setmetatable({}, {
+  __index = request,
+  __newindex = function() error("the request is read-only", 2) end,
+  __metatable = false,
+})
+
+local trace, current = nil, 0
+local function run(first)
+  for i = first, count do
+    current = i
+    local verdict, reason = checks[i](view)
+    if verdict ~= nil then
+      if verdict ~= "allow" and verdict ~= "trap" and verdict ~= "deny" then
+        error("returned \"" .. tostring(verdict) .. "\"; expected \"allow\", \"trap\" or nil", 0)
+      end
+      if trace then trace[#trace + 1] = i; trace[#trace + 1] = verdict end
+      if type(reason) ~= "string" then reason = nil end
+      return i, verdict == "allow" and 1 or 2, reason
+    end
+    if trace then trace[#trace + 1] = i; trace[#trace + 1] = "pass" end
+  end
+  return 0, 0, nil
+end
+
+-- Fields the default rules rarely read are cut from the text on first use, then kept until the
+-- next request clears them.
+local ends, present = {}, 0
+local function cut(from, to) return sub(blob, ends[from] + 1, ends[to]) end
+local lazy = {
+  method = function() return cut(0, 1) end,
+  host = function() return cut(2, 3) end,
+  uri = function() return cut(3, 5) end,
+  query = function()
+    local path_end, uri_end = ends[4], ends[5]
+    return path_end < uri_end and sub(blob, path_end + 2, uri_end) or ""
+  end,
+  ip = function() return cut(6, 7) end,
+  key = function() return cut(7, 8) end,
+  asn_org = function() if (present & 4) ~= 0 then return cut(8, 9) end end,
+  country = function() if (present & 8) ~= 0 then return cut(9, 10) end end,
+  claimed_crawler = function() if ends[11] > ends[10] then return cut(10, 11) end end,
+  crawler_check = function() if ends[12] > ends[11] then return cut(11, 12) end end,
+  verified_crawler = function()
+    local check = request.crawler_check
+    if check == "ranges" or check == "reverse-dns" then return request.claimed_crawler end
+  end,
+  signed_agent = function() if ends[13] > ends[12] then return cut(12, 13) end end,
+  signature_check = function() return cut(13, 14) end,
+}
+setmetatable(request, {
+  __index = function(_, name)
+    local field = lazy[name]
+    if field == nil then return nil end
+    local value = field()
+    request[name] = value
+    return value
+  end,
+})
+
+local function evaluate(tracing, text, proto, path, user_agent, method_end, proto_end, host_end,
+                        path_end, uri_end, agent_end, ip_end, key_end, org_end, country_end,
+                        crawler_end, check_end, signed_end, signature_end, trap_hits, trap_score,
+                        request_rate, packed)
+  blob, headers_from = text, signature_end + 1
+  ends[0], ends[1], ends[2], ends[3], ends[4], ends[5] = 0, method_end, proto_end, host_end, path_end, uri_end
+  ends[6], ends[7], ends[8], ends[9], ends[10] = agent_end, ip_end, key_end, org_end, country_end
+  ends[11], ends[12], ends[13], ends[14] = crawler_end, check_end, signed_end, signature_end
+  present = packed
+  request.method, request.host, request.uri, request.query = nil, nil, nil, nil
+  request.ip, request.key, request.asn_org, request.country = nil, nil, nil, nil
+  request.claimed_crawler, request.crawler_check, request.verified_crawler = nil, nil, nil
+  request.signed_agent, request.signature_check = nil, nil
+  request.proto, request.path, request.user_agent = proto, path, user_agent
+  request.asn = (packed & 16) ~= 0 and packed >> 5 or nil
+  request.trap_hits, request.trap_score, request.request_rate = trap_hits, trap_score, request_rate
+  request.rate_limited = (packed & 1) ~= 0
+  request.is_trap_url = (packed & 2) ~= 0
+
+  trace, current = tracing and {} or nil, 0
+  reset()
+  return run(1)
+end
+
+local function failed(message)
+  if trace and current > 0 then trace[#trace + 1] = current; trace[#trace + 1] = "error: " .. message end
+  return current
+end
+
+local function resume() return run(current + 1) end
+
+local function last_trace() return trace end
+
+return evaluate, failed, resume, last_trace
