@@ -136,8 +136,8 @@ fn main() -> ExitCode {
         asn_db: None,
     });
     let result = match command {
-        Command::Serve { config, listen, trap_listen, log_format, asn_db } => {
-            load_config(config, asn_db).and_then(|mut config| {
+        Command::Serve { config, listen, trap_listen, log_format, asn_db } => load_config(config, asn_db)
+            .and_then(|mut config| {
                 config.listen = listen.unwrap_or(config.listen);
                 config.trap.listen = trap_listen.unwrap_or(config.trap.listen);
                 config.log_format = match log_format {
@@ -146,8 +146,7 @@ fn main() -> ExitCode {
                     None => config.log_format,
                 };
                 serve(config)
-            })
-        }
+            }),
         Command::Check { config, asn_db } => load_config(config.clone(), asn_db).and_then(|loaded| {
             init_tracing(loaded.log_format);
             let (secret, _) = Secret::resolve(None, loaded.secret.as_deref());

@@ -292,7 +292,8 @@ async fn hot_reload_keeps_the_old_rules_when_the_new_file_is_broken() {
     let failed_reload = "quagmire_reloads_total{what=\"rules\",result=\"failed\"} 1";
     let mut metrics = String::new();
     for _ in 0..50 {
-        metrics = reqwest::get(format!("http://{}/metrics", server.verdict)).await.unwrap().text().await.unwrap();
+        metrics =
+            reqwest::get(format!("http://{}/metrics", server.verdict)).await.unwrap().text().await.unwrap();
         if metrics.contains(failed_reload) {
             break;
         }
