@@ -5,9 +5,12 @@
 //! the secret can predict or correlate pages. [`markov`] holds the word model, [`html`] the layout.
 //! Generating a page allocates nothing beyond the output buffer.
 
+pub mod escape;
 pub mod html;
 pub mod markov;
+mod page_buffer;
 mod prefetch;
+mod walks;
 
 use rand::SeedableRng;
 use rand_pcg::Pcg64Mcg;
@@ -64,8 +67,8 @@ impl Generator {
             urls: &self.urls,
             settings: &self.settings,
             rng: Pcg64Mcg::from_seed(self.seed(host, Some(path))),
-            out: html::Page::new(out, self.settings.max_bytes),
-            walks: html::Walks::new(),
+            out: page_buffer::Page::new(out, self.settings.max_bytes),
+            walks: walks::Walks::new(),
         };
         writer.write(site);
     }

@@ -34,6 +34,7 @@ pub mod rules;
 pub mod secret;
 pub mod signature;
 pub mod trap_url;
+pub mod user_agent;
 pub mod verdict;
 
 pub use app::App;

@@ -5,24 +5,21 @@
 //! fixed set), and by ASN only for up to `ASN_LABELS` ASNs, admitted while they are among the most
 //! frequent (everything else is `asn="other"`). No label ever carries an address or a path.
 
-use std::cell::RefCell;
 use std::collections::HashMap;
-use std::hash::BuildHasher;
 use std::sync::atomic::AtomicU64;
-use std::sync::{Arc, LazyLock, Mutex};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use aho_corasick::{AhoCorasick, AhoCorasickKind};
 use arc_swap::ArcSwap;
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
-use prometheus_client::registry::{Registry, Unit};
+use prometheus_client::registry::{Metric, Registry, Unit};
 
 use crate::rules::Verdict;
-use crate::rules::lists::browser_claim;
+use crate::user_agent::remembered_family;
 
 /// ASNs that get a label of their own; the rest are counted as `other`.
 pub const ASN_LABELS: usize = 20;
@@ -122,130 +119,121 @@ impl Metrics {
     /// Creates and registers every metric.
     pub fn new() -> Metrics {
         let mut registry = Registry::with_prefix("quagmire");
-        let verdicts = Family::<VerdictLabels, Counter>::default();
-        registry.register("verdicts", "Verdicts by outcome, deciding rule and mode", verdicts.clone());
-        // 5 µs to about 40 ms: decisions are microseconds; a slow rule shows in the upper buckets.
-        let decision_seconds = Histogram::new(exponential_buckets(5e-6, 2.0, 14));
-        registry.register_with_unit(
-            "decision_duration",
-            "Time to decide a verdict (enrichment, state, rules)",
-            Unit::Seconds,
-            decision_seconds.clone(),
-        );
-        let verdicts_by_asn = Family::<AsnLabels, Counter>::default();
-        registry.register(
-            "asn_verdicts",
-            "Verdicts by client ASN, for the most frequent ASNs; others as asn=\"other\", unknown as asn=\"none\"",
-            verdicts_by_asn.clone(),
-        );
-        let verdicts_by_family = Family::<FamilyLabels, Counter>::default();
-        registry.register("user_agent_verdicts", "Verdicts by user-agent family", verdicts_by_family.clone());
-        let trap_pages = Counter::default();
-        registry.register("trap_pages", "Trap pages served", trap_pages.clone());
-        let trap_bytes = Counter::default();
-        registry.register_with_unit(
-            "trap",
-            "HTML bytes of trap pages served",
-            Unit::Bytes,
-            trap_bytes.clone(),
-        );
-        let dripped_pages = Counter::default();
-        registry.register("trap_dripped_pages", "Trap pages sent slowly (drip)", dripped_pages.clone());
-        let drip_seconds = Counter::<f64, AtomicU64>::default();
-        registry.register_with_unit(
-            "trap_drip",
-            "Time scrapers spent receiving dripped trap pages",
-            Unit::Seconds,
-            drip_seconds.clone(),
-        );
-        let trap_hits = Family::<SourceLabels, Counter>::default();
-        registry.register(
-            "trap_hits",
-            "Trap hits recorded, by source (trap page served, or a trap URL asked of the verdict)",
-            trap_hits.clone(),
-        );
-        let clients_over_threshold = Gauge::default();
-        registry.register(
-            "clients_over_threshold",
-            "Clients whose decayed trap score is at or over the trap threshold",
-            clients_over_threshold.clone(),
-        );
-        let cache_entries = Gauge::default();
-        registry.register("client_cache_entries", "Clients remembered", cache_entries.clone());
-        let cache_evictions = Counter::default();
-        registry.register(
-            "client_cache_evictions",
-            "Client records evicted for capacity or idleness",
-            cache_evictions.clone(),
-        );
-        let rule_errors = Family::<RuleErrorLabels, Counter>::default();
-        registry.register(
-            "rule_errors",
-            "Rule failures by rule and kind (error, time_limit, memory_limit)",
-            rule_errors.clone(),
-        );
-        let reloads = Family::<ReloadLabels, Counter>::default();
-        registry.register("reloads", "Reloads of rules and databases, by result", reloads.clone());
-        let crawler_checks = Family::<CrawlerLabels, Counter>::default();
-        registry.register(
-            "crawler_checks",
-            "Requests claiming a known crawler, by the check's outcome (ranges, reverse-dns, failed, pending)",
-            crawler_checks.clone(),
-        );
-        let dns_verifications = Family::<CrawlerLabels, Counter>::default();
-        registry.register(
-            "dns_verifications",
-            "Forward-confirmed reverse DNS verifications started, by answer (verified, refused, unknown), \
-             and claims left unchecked because a budget was spent (over_budget)",
-            dns_verifications.clone(),
-        );
-        let rate_limited = Family::<NetworkLabels, Counter>::default();
-        registry.register(
-            "rate_limited_requests",
-            "Requests from clients over their request quota, by network (datacenter: an ASN in datacenter-asns.txt; other)",
-            rate_limited.clone(),
-        );
-        let signature_checks = Family::<CrawlerLabels, Counter>::default();
-        registry.register(
-            "signature_checks",
-            "Requests with a Web Bot Auth signature, by the check's outcome (verified, invalid, pending)",
-            signature_checks.clone(),
-        );
-        let key_directory_fetches = Family::<CrawlerLabels, Counter>::default();
-        registry.register(
-            "key_directory_fetches",
-            "Web Bot Auth key directory fetches, by result (ok, failed), and signatures left unchecked \
-             because a budget was spent (over_budget)",
-            key_directory_fetches.clone(),
-        );
+        let r = &mut registry;
         // A gauge of 1 rather than an OpenMetrics info metric, which the Prometheus text format
         // (and `promtool check metrics`) does not know.
         let build_info = Family::<BuildLabels, Gauge>::default();
         build_info.get_or_create(&BuildLabels { version: env!("CARGO_PKG_VERSION") }).set(1);
-        registry.register("build_info", "Build information: the version, always 1", build_info);
+        register(r, "build_info", "Build information: the version, always 1", build_info);
         Metrics {
-            registry,
-            verdicts,
-            decision_seconds,
-            verdicts_by_asn,
-            verdicts_by_family,
-            trap_pages,
-            trap_bytes,
-            dripped_pages,
-            drip_seconds,
-            trap_hits,
-            clients_over_threshold,
-            cache_entries,
-            cache_evictions,
-            rule_errors,
-            reloads,
-            crawler_checks,
-            dns_verifications,
-            rate_limited,
-            signature_checks,
-            key_directory_fetches,
+            verdicts: register(
+                r,
+                "verdicts",
+                "Verdicts by outcome, deciding rule and mode",
+                Family::default(),
+            ),
+            // 5 µs to about 40 ms: decisions are microseconds; a slow rule shows in the upper buckets.
+            decision_seconds: register_in(
+                r,
+                "decision_duration",
+                "Time to decide a verdict (enrichment, state, rules)",
+                Unit::Seconds,
+                Histogram::new(exponential_buckets(5e-6, 2.0, 14)),
+            ),
+            verdicts_by_asn: register(
+                r,
+                "asn_verdicts",
+                "Verdicts by client ASN, for the most frequent ASNs; others as asn=\"other\", unknown as asn=\"none\"",
+                Family::default(),
+            ),
+            verdicts_by_family: register(
+                r,
+                "user_agent_verdicts",
+                "Verdicts by user-agent family",
+                Family::default(),
+            ),
+            trap_pages: register(r, "trap_pages", "Trap pages served", Counter::default()),
+            trap_bytes: register_in(
+                r,
+                "trap",
+                "HTML bytes of trap pages served",
+                Unit::Bytes,
+                Counter::default(),
+            ),
+            dripped_pages: register(
+                r,
+                "trap_dripped_pages",
+                "Trap pages sent slowly (drip)",
+                Counter::default(),
+            ),
+            drip_seconds: register_in(
+                r,
+                "trap_drip",
+                "Time scrapers spent receiving dripped trap pages",
+                Unit::Seconds,
+                Counter::default(),
+            ),
+            trap_hits: register(
+                r,
+                "trap_hits",
+                "Trap hits recorded, by source (trap page served, or a trap URL asked of the verdict)",
+                Family::default(),
+            ),
+            clients_over_threshold: register(
+                r,
+                "clients_over_threshold",
+                "Clients whose decayed trap score is at or over the trap threshold",
+                Gauge::default(),
+            ),
+            cache_entries: register(r, "client_cache_entries", "Clients remembered", Gauge::default()),
+            cache_evictions: register(
+                r,
+                "client_cache_evictions",
+                "Client records evicted for capacity or idleness",
+                Counter::default(),
+            ),
+            rule_errors: register(
+                r,
+                "rule_errors",
+                "Rule failures by rule and kind (error, time_limit, memory_limit)",
+                Family::default(),
+            ),
+            reloads: register(r, "reloads", "Reloads of rules and databases, by result", Family::default()),
+            crawler_checks: register(
+                r,
+                "crawler_checks",
+                "Requests claiming a known crawler, by the check's outcome (ranges, reverse-dns, failed, pending)",
+                Family::default(),
+            ),
+            dns_verifications: register(
+                r,
+                "dns_verifications",
+                "Forward-confirmed reverse DNS verifications started, by answer (verified, refused, unknown), \
+                 and claims left unchecked because a budget was spent (over_budget)",
+                Family::default(),
+            ),
+            rate_limited: register(
+                r,
+                "rate_limited_requests",
+                "Requests from clients over their request quota, by network (datacenter: an ASN in datacenter-asns.txt; other)",
+                Family::default(),
+            ),
+            signature_checks: register(
+                r,
+                "signature_checks",
+                "Requests with a Web Bot Auth signature, by the check's outcome (verified, invalid, pending)",
+                Family::default(),
+            ),
+            key_directory_fetches: register(
+                r,
+                "key_directory_fetches",
+                "Web Bot Auth key directory fetches, by result (ok, failed), and signatures left unchecked \
+                 because a budget was spent (over_budget)",
+                Family::default(),
+            ),
             asn_labelled: ArcSwap::from_pointee(HashMap::new()),
             asn_seen: Mutex::new(HashMap::new()),
+            registry,
         }
     }
 
@@ -433,126 +421,27 @@ fn to_prometheus_text(open_metrics: &str) -> String {
     out
 }
 
-/// `user_agent_family`, remembered per thread in a small table indexed by the user agent's hash.
-/// Traffic repeats a few user agents, and classifying one costs about ten times looking it up
-/// (3.8k of a verdict's 74k instructions). A user agent that misses is classified and replaces
-/// the entry in its slot; the table stays bounded, whatever clients send.
-fn remembered_family(user_agent: &str) -> &'static str {
-    /// Slots per thread; user agents longer than `REMEMBERED_BYTES` are not kept.
-    const SLOTS: usize = 256;
-    const REMEMBERED_BYTES: usize = 512;
-    type Slots = Vec<Option<(Box<str>, &'static str)>>;
-    thread_local! {
-        // Seeded per thread, so that no client can aim user agents at one slot.
-        static REMEMBERED: (foldhash::fast::RandomState, RefCell<Slots>) =
-            (foldhash::fast::RandomState::default(), RefCell::new(vec![None; SLOTS]));
-    }
-    if user_agent.len() > REMEMBERED_BYTES {
-        return user_agent_family(user_agent);
-    }
-    REMEMBERED.with(|(hasher, slots)| {
-        let slot = hasher.hash_one(user_agent) as usize % SLOTS;
-        let mut slots = slots.borrow_mut();
-        match &slots[slot] {
-            Some((seen, family)) if **seen == *user_agent => family,
-            _ => {
-                let family = user_agent_family(user_agent);
-                slots[slot] = Some((user_agent.into(), family));
-                family
-            }
-        }
-    })
+/// Registers `metric` as `name` and returns it (metrics are handles: the registry keeps a clone).
+fn register<M: Metric + Clone>(registry: &mut Registry, name: &str, help: &str, metric: M) -> M {
+    registry.register(name, help, metric.clone());
+    metric
 }
 
-/// A bounded classification of a user agent, for the family label.
-pub fn user_agent_family(user_agent: &str) -> &'static str {
-    if user_agent.is_empty() {
-        return "none";
-    }
-    // A crawler that embeds a browser UA still says "bot" somewhere.
-    if looks_like_bot(user_agent) {
-        return "bot";
-    }
-    if let Some(claim) = browser_claim(user_agent) {
-        return claim.family;
-    }
-    let product = user_agent.split(['/', ' ']).next().unwrap_or("").to_ascii_lowercase();
-    const LIBRARIES: &[&str] = &[
-        "curl",
-        "wget",
-        "python-requests",
-        "python-urllib",
-        "python-httpx",
-        "aiohttp",
-        "go-http-client",
-        "java",
-        "apache-httpclient",
-        "okhttp",
-        "node-fetch",
-        "axios",
-        "undici",
-        "libwww-perl",
-        "ruby",
-        "faraday",
-        "guzzlehttp",
-        "dart",
-        "scrapy",
-    ];
-    if LIBRARIES.contains(&product.as_str()) {
-        return "library";
-    }
-    "other"
-}
-
-fn looks_like_bot(user_agent: &str) -> bool {
-    // Built once: this runs for every verdict.
-    static BOT_WORDS: LazyLock<AhoCorasick> = LazyLock::new(|| {
-        // A DFA: a few instructions per byte, where the default (an NFA) costs several times that.
-        AhoCorasick::builder()
-            .ascii_case_insensitive(true)
-            .kind(Some(AhoCorasickKind::DFA))
-            .build(["bot", "crawler", "spider", "headless"])
-            .expect("four short patterns compile")
-    });
-    BOT_WORDS.is_match(user_agent)
+/// [`register`] with a unit, which Prometheus appends to the name.
+fn register_in<M: Metric + Clone>(
+    registry: &mut Registry,
+    name: &str,
+    help: &str,
+    unit: Unit,
+    metric: M,
+) -> M {
+    registry.register_with_unit(name, help, unit, metric.clone());
+    metric
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn families_are_a_fixed_set() {
-        let chrome = "Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/130.0.0.0 Safari/537.36";
-        assert_eq!(user_agent_family(chrome), "chrome");
-        assert_eq!(user_agent_family("Mozilla/5.0 (compatible; Googlebot/2.1)"), "bot");
-        assert_eq!(
-            user_agent_family(
-                "Mozilla/5.0 AppleWebKit/537.36 (KHTML, like Gecko; compatible; GPTBot/1.2) Chrome/119.0"
-            ),
-            "bot"
-        );
-        assert_eq!(user_agent_family("python-requests/2.31.0"), "library");
-        assert_eq!(user_agent_family("curl/8.5.0"), "library");
-        assert_eq!(user_agent_family(""), "none");
-        assert_eq!(user_agent_family("SomethingElse/1.0"), "other");
-    }
-
-    #[test]
-    fn remembered_families_are_the_families() {
-        // More user agents than slots, each asked twice, so that entries are replaced.
-        let agents: Vec<String> = (0..600)
-            .map(|i| match i % 4 {
-                0 => format!("Mozilla/5.0 (X11) AppleWebKit/537.36 Chrome/{i}.0 Safari/537.36"),
-                1 => format!("Crawler{i}/1.0 (+https://example.org/bot)"),
-                2 => format!("curl/{i}.0"),
-                _ => format!("Thing{i}/1.0"),
-            })
-            .collect();
-        for agent in agents.iter().chain(&agents).chain(std::iter::once(&"x".repeat(600))) {
-            assert_eq!(remembered_family(agent), user_agent_family(agent), "{agent}");
-        }
-    }
 
     #[test]
     fn asn_labels_stay_bounded() {

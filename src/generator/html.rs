@@ -2,12 +2,15 @@
 //!
 //! Head, site header with navigation, an article of headings, paragraphs, lists and quotes, a
 //! "related" list and a footer. Every `href` is a minted trap URL, and every piece of corpus or URL
-//! text goes through [`push_escaped`], so nothing in a corpus can inject markup.
+//! text goes through [`super::escape`], so nothing in a corpus can inject markup.
 
 use rand::Rng;
 
 use super::PageSettings;
-use super::markov::{COPY_BYTES, Chain, Position, WordId, copy_word};
+use super::escape::escape;
+use super::markov::{Chain, Position};
+use super::page_buffer::Page;
+use super::walks::Walks;
 use crate::numbers::{Decimal, below};
 use crate::trap_url::TrapUrls;
 
@@ -30,32 +33,6 @@ const MONTHS: [&str; 12] = [
 const TAIL_BYTES_PER_LINK: usize = 110;
 const TAIL_BYTES_FIXED: usize = 320;
 
-/// Sentences walked side by side. A power of two, since the walk reduces lane indexes modulo it
-/// (24 measured slower than 16 for that reason); 16 beat 8, and 32 walked more sentences that
-/// the page end then drops for no clear gain.
-const LANES: usize = 16;
-/// The longest sentence, in words.
-const MAX_SENTENCE_WORDS: usize = 60;
-
-/// A pool of sentences walked side by side, handed out in order as the page needs them.
-///
-/// A walk is a chain of dependent reads, most of which miss the cache on a multi-megabyte
-/// model, so walking one sentence at a time waits for one miss after another. Taking one step
-/// in each of `LANES` sentences in turn lets their misses overlap. Sentences are walked to the
-/// longest length any part of the page uses and cut when written.
-pub(super) struct Walks {
-    words: [[WordId; MAX_SENTENCE_WORDS]; LANES],
-    lens: [usize; LANES],
-    /// The next sentence to hand out; `LANES` when the pool is used up.
-    next: usize,
-}
-
-impl Walks {
-    pub(super) fn new() -> Self {
-        Walks { words: [[WordId::default(); MAX_SENTENCE_WORDS]; LANES], lens: [0; LANES], next: LANES }
-    }
-}
-
 /// Everything one page render needs; the RNG is the only source of variety.
 pub(super) struct PageWriter<'a, R: Rng> {
     pub(super) chain: &'a Chain,
@@ -64,106 +41,6 @@ pub(super) struct PageWriter<'a, R: Rng> {
     pub(super) rng: R,
     pub(super) out: Page<'a>,
     pub(super) walks: Walks,
-}
-
-/// Zeroed room a page keeps past what it has written: enough for most pages' every write, so
-/// that the buffer grows once, and for a word copied as one `COPY_BYTES` move.
-const SLACK: usize = 4096;
-
-/// The page being written into the caller's buffer: `bytes[..len]` is the page; past it lies
-/// zeroed slack of at least `COPY_BYTES` beyond any room asked for, so that a word can be
-/// copied as one fixed-size move and the length advanced by its real size. Dropping the page
-/// cuts the buffer back to what was written.
-pub(super) struct Page<'a> {
-    bytes: &'a mut Vec<u8>,
-    len: usize,
-}
-
-impl<'a> Page<'a> {
-    /// A page appended to `bytes`, which grows once by `expected` bytes and the slack.
-    pub(super) fn new(bytes: &'a mut Vec<u8>, expected: usize) -> Self {
-        let len = bytes.len();
-        bytes.resize(len + expected + SLACK, 0);
-        Page { bytes, len }
-    }
-
-    /// Bytes written so far (including what the buffer held before the page).
-    fn len(&self) -> usize {
-        self.len
-    }
-
-    /// The unwritten rest, at least `n + COPY_BYTES` long.
-    #[inline]
-    fn room(&mut self, n: usize) -> &mut [u8] {
-        if self.len + n + COPY_BYTES > self.bytes.len() {
-            self.bytes.resize(self.len + n + SLACK, 0);
-        }
-        &mut self.bytes[self.len..]
-    }
-
-    #[inline]
-    fn push(&mut self, bytes: &[u8]) {
-        let n = bytes.len();
-        self.room(n)[..n].copy_from_slice(bytes);
-        self.len += n;
-    }
-
-    #[inline]
-    fn byte(&mut self, byte: u8) {
-        self.room(1)[0] = byte;
-        self.len += 1;
-    }
-
-    /// Writes the first `len` bytes of `text` (a word from the chain's arena).
-    #[inline]
-    fn word(&mut self, text: &[u8], len: usize) {
-        copy_word(self.room(len), 0, text, 0, len);
-        self.len += len;
-    }
-
-    /// Writes the words `ids` as running text (see `Chain::write_run`).
-    #[inline]
-    fn run(&mut self, chain: &Chain, ids: &[WordId]) {
-        let bytes = chain.run_bytes(ids);
-        self.len += chain.write_run(self.room(bytes), ids);
-    }
-
-    /// Appends with a function that appends to a `Vec` (a trap URL): it writes past the slack,
-    /// and the result is moved down to the page's end.
-    fn append_with(&mut self, append: impl FnOnce(&mut Vec<u8>)) -> std::ops::Range<usize> {
-        let end = self.bytes.len();
-        append(self.bytes);
-        let n = self.bytes.len() - end;
-        if self.len + n + COPY_BYTES <= end {
-            self.bytes.copy_within(end..end + n, self.len);
-            self.bytes.truncate(end);
-        } else {
-            // Not enough slack left: close the gap, then restore the slack.
-            self.bytes.drain(self.len..end);
-            self.bytes.resize(self.len + n + SLACK, 0);
-        }
-        self.len += n;
-        self.len - n..self.len
-    }
-
-    /// Writes again the bytes written in `range`.
-    fn repeat(&mut self, range: std::ops::Range<usize>) {
-        let n = range.len();
-        self.room(n);
-        self.bytes.copy_within(range, self.len);
-        self.len += n;
-    }
-
-    /// The bytes written in `range`.
-    fn written(&self, range: std::ops::Range<usize>) -> &[u8] {
-        &self.bytes[range]
-    }
-}
-
-impl Drop for Page<'_> {
-    fn drop(&mut self) {
-        self.bytes.truncate(self.len);
-    }
 }
 
 impl<R: Rng + Clone> PageWriter<'_, R> {
@@ -183,6 +60,24 @@ impl<R: Rng + Clone> PageWriter<'_, R> {
         let related_links = links - nav_links - footer_links;
         let start = self.out.len();
 
+        let title = self.head(site);
+        self.site_header(site, nav_links);
+        self.push("<main>\n<article>\n<h1>");
+        // The same heading as the title, copied rather than walked again.
+        self.out.repeat(title);
+        self.push("</h1>\n<p class=\"meta\">Posted ");
+        self.date();
+        self.push("</p>\n");
+        let tail = TAIL_BYTES_FIXED + TAIL_BYTES_PER_LINK * (related_links + footer_links);
+        self.article_body(start + target.saturating_sub(tail));
+        self.push("</article>\n");
+        self.related(related_links);
+        self.push("</main>\n");
+        self.footer(site, footer_links);
+    }
+
+    /// The document head; returns where the title's heading was written, for the `<h1>`.
+    fn head(&mut self, site: [&str; 2]) -> std::ops::Range<usize> {
         self.push(
             "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n\
              <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n<title>",
@@ -199,27 +94,30 @@ impl<R: Rng + Clone> PageWriter<'_, R> {
         self.push(
             "\">\n<style>body{max-width:44rem;margin:0 auto;padding:1rem;font:17px/1.6 Georgia,serif;\
              color:#222}header,footer{font-family:sans-serif}nav a{margin-right:1em}\
-             .meta{color:#666}</style>\n</head>\n<body>\n<header>\n<p class=\"site\">",
+             .meta{color:#666}</style>\n</head>\n",
         );
+        title
+    }
+
+    /// The site's header: its name and `nav_links` section links.
+    fn site_header(&mut self, site: [&str; 2], nav_links: usize) {
+        self.push("<body>\n<header>\n<p class=\"site\">");
         self.site_name(site);
         self.push("</p>\n<nav>");
         for _ in 0..nav_links {
             self.section_link();
         }
-        self.push("</nav>\n</header>\n<main>\n<article>\n<h1>");
-        // The same heading as the title, copied rather than walked again.
-        self.out.repeat(title);
-        self.push("</h1>\n<p class=\"meta\">Posted ");
-        self.date();
-        self.push("</p>\n");
+        self.push("</nav>\n</header>\n");
+    }
 
-        let tail = TAIL_BYTES_FIXED + TAIL_BYTES_PER_LINK * (related_links + footer_links);
-        let body_end = target.saturating_sub(tail);
+    /// Paragraphs, with now and then a list, a quote or a subheading, until the page holds
+    /// `end` bytes.
+    fn article_body(&mut self, end: usize) {
         let mut since_heading = 0;
         loop {
             self.paragraph();
             since_heading += 1;
-            if self.out.len() - start >= body_end {
+            if self.out.len() >= end {
                 break;
             }
             match below(&mut self.rng, 10) {
@@ -236,23 +134,30 @@ impl<R: Rng + Clone> PageWriter<'_, R> {
                 _ => {}
             }
         }
-        self.push("</article>\n");
-        if related_links > 0 {
+    }
+
+    /// A "related" list of `links` article links (nothing when there are none).
+    fn related(&mut self, links: usize) {
+        if links > 0 {
             self.push("<aside>\n<h2>Related</h2>\n<ul>\n");
-            for _ in 0..related_links {
+            for _ in 0..links {
                 self.push("<li>");
                 self.article_link();
                 self.push("</li>\n");
             }
             self.push("</ul>\n</aside>\n");
         }
-        self.push("</main>\n<footer>\n<p>&copy; ");
+    }
+
+    /// The footer: a copyright line and `links` section links; ends the document.
+    fn footer(&mut self, site: [&str; 2], links: usize) {
+        self.push("<footer>\n<p>&copy; ");
         let year = Decimal::new(2026 - below(&mut self.rng, 3), 4);
         self.out.push(year.as_bytes());
         self.out.byte(b' ');
         self.site_name(site);
         self.push("</p>\n<nav>");
-        for _ in 0..footer_links {
+        for _ in 0..links {
             self.section_link();
         }
         self.push("</nav>\n</footer>\n</body>\n</html>\n");
@@ -288,22 +193,12 @@ impl<R: Rng + Clone> PageWriter<'_, R> {
         self.push("</p></blockquote>\n");
     }
 
-    /// Refills the pool with `LANES` fresh sentences.
-    fn walk_sentences(&mut self) {
-        self.chain.walk_sentences(&mut self.rng, &mut self.walks.words, &mut self.walks.lens);
-        self.walks.next = 0;
-    }
-
-    /// Writes the pool's next sentence, cut at `max_words` (at most `MAX_SENTENCE_WORDS`) and
+    /// Writes the pool's next sentence, cut at `max_words` (at most `walks::MAX_SENTENCE_WORDS`) and
     /// then closed with a full stop. Its first word is a sentence start, so already capitalised.
     fn sentence(&mut self, max_words: usize) {
-        if self.walks.next == LANES {
-            self.walk_sentences();
-        }
-        let lane = self.walks.next;
-        self.walks.next += 1;
-        let words = self.walks.lens[lane].min(max_words);
-        let Some((&last, before)) = self.walks.words[lane][..words].split_last() else {
+        let walked = self.walks.next(self.chain, &mut self.rng, max_words);
+        let words = walked.len();
+        let Some((&last, before)) = walked.split_last() else {
             return;
         };
         if let Some((&first, middle)) = before.split_first() {
@@ -451,30 +346,4 @@ fn is_function_word(word: &str) -> bool {
         "who", "will", "with", "ye", "you", "your",
     ];
     WORDS.iter().any(|candidate| candidate.eq_ignore_ascii_case(word))
-}
-
-/// Appends `text` with `&`, `<`, `>`, `"` and `'` escaped for HTML text and attribute values.
-pub fn push_escaped(out: &mut Vec<u8>, text: &str) {
-    escape(text, |piece| out.extend_from_slice(piece));
-}
-
-/// Hands `text` to `emit` in pieces, with `&`, `<`, `>`, `"` and `'` replaced by entities.
-#[inline]
-fn escape(text: &str, mut emit: impl FnMut(&[u8])) {
-    let text = text.as_bytes();
-    let mut clean_from = 0;
-    for (i, &byte) in text.iter().enumerate() {
-        let entity: &[u8] = match byte {
-            b'&' => b"&amp;",
-            b'<' => b"&lt;",
-            b'>' => b"&gt;",
-            b'"' => b"&quot;",
-            b'\'' => b"&#39;",
-            _ => continue,
-        };
-        emit(&text[clean_from..i]);
-        emit(entity);
-        clean_from = i + 1;
-    }
-    emit(&text[clean_from..]);
 }

@@ -398,7 +398,7 @@ fn arena_entry(arena: &mut String, word: &str) -> WordEntry {
     arena.push(' ');
     let start = arena.len() - 1;
     let mut escaped = Vec::with_capacity(word.len());
-    crate::generator::html::push_escaped(&mut escaped, word);
+    crate::generator::escape::push_escaped(&mut escaped, word);
     arena.push_str(std::str::from_utf8(&escaped).unwrap_or(word));
     let extra = if flags & NEEDS_ESCAPE != 0 {
         arena.push_str(word);

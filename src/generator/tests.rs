@@ -96,7 +96,7 @@ fn ports_and_ipv6_literals_are_stripped_from_hosts() {
 #[test]
 fn escaping_covers_every_special_character() {
     let mut out = Vec::new();
-    html::push_escaped(&mut out, "a<b>&\"c'");
+    escape::push_escaped(&mut out, "a<b>&\"c'");
     assert_eq!(out, b"a&lt;b&gt;&amp;&quot;c&#39;");
 }
 

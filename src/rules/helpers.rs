@@ -21,7 +21,8 @@ use std::sync::Arc;
 use mlua::{Function, Lua, Table, ffi};
 
 use super::Compiled;
-use super::lists::{List, browser_claim};
+use super::lists::List;
+use crate::user_agent::browser_claim;
 
 /// Makes the `lists` table and the `browser` function for the sandbox. The returned lists must
 /// outlive `lua`.

@@ -463,59 +463,6 @@ impl PathList {
     }
 }
 
-/// A browser a user agent claims to be.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct BrowserClaim {
-    /// `chrome`, `edge`, `firefox` or `safari`.
-    pub family: &'static str,
-    /// Major version.
-    pub major: u32,
-    /// Minor version (Safari's matters: 16.4).
-    pub minor: u32,
-}
-
-/// Parses which mainstream browser, and which version, a user agent claims.
-pub fn browser_claim(user_agent: &str) -> Option<BrowserClaim> {
-    if !user_agent.starts_with("Mozilla/5.0") {
-        return None;
-    }
-    // One pass over the slashes: a marker such as "Chrome/" occurs exactly where a '/' follows
-    // "Chrome". This runs for every verdict (rules and metrics), so no substring searches.
-    const MARKERS: [&str; 6] = ["Edg", "Firefox", "Chrome", "CriOS", "Version", "Safari"];
-    let mut found: [Option<usize>; 6] = [None; 6];
-    for (slash, _) in user_agent.match_indices('/') {
-        let before = &user_agent[..slash];
-        for (marker, first) in MARKERS.iter().zip(found.iter_mut()) {
-            if first.is_none() && before.ends_with(marker) {
-                *first = Some(slash + 1);
-            }
-        }
-    }
-    let [edge, firefox, chrome, crios, version, safari] = found;
-    let version_at = |start: Option<usize>| {
-        let rest = &user_agent[start?..];
-        let version = rest.split(|c: char| !(c.is_ascii_digit() || c == '.')).next()?;
-        let mut parts = version.split('.');
-        let major = parts.next()?.parse().ok()?;
-        let minor = parts.next().and_then(|minor| minor.parse().ok()).unwrap_or(0);
-        Some((major, minor))
-    };
-    let claim = |family, (major, minor)| BrowserClaim { family, major, minor };
-    if let Some(version) = version_at(edge) {
-        return Some(claim("edge", version));
-    }
-    if let Some(version) = version_at(firefox) {
-        return Some(claim("firefox", version));
-    }
-    if let Some(version) = version_at(chrome).or_else(|| version_at(crios)) {
-        return Some(claim("chrome", version));
-    }
-    if safari.is_some() {
-        return version_at(version).map(|version| claim("safari", version));
-    }
-    None
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -616,27 +563,6 @@ mod tests {
         assert_eq!(
             err.to_string(),
             "rules list paths.txt, line 2: `feeds/*`: a path pattern starts with `/` or `*`"
-        );
-    }
-
-    #[test]
-    fn browser_claims_carry_family_and_version() {
-        let chrome = "Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/120.0.0.0 Safari/537.36";
-        assert_eq!(browser_claim(chrome), Some(BrowserClaim { family: "chrome", major: 120, minor: 0 }));
-        let edge = "Mozilla/5.0 (Windows NT 10.0) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/120.0.0.0 Safari/537.36 Edg/120.0.2210.91";
-        assert_eq!(browser_claim(edge).unwrap().family, "edge");
-        let firefox = "Mozilla/5.0 (X11; Linux x86_64; rv:121.0) Gecko/20100101 Firefox/121.0";
-        assert_eq!(browser_claim(firefox), Some(BrowserClaim { family: "firefox", major: 121, minor: 0 }));
-        let safari = "Mozilla/5.0 (Macintosh; Intel Mac OS X 10_15_7) AppleWebKit/605.1.15 (KHTML, like Gecko) Version/16.4 Safari/605.1.15";
-        assert_eq!(browser_claim(safari), Some(BrowserClaim { family: "safari", major: 16, minor: 4 }));
-        assert_eq!(browser_claim("curl/8.5.0"), None);
-        let ios_chrome = "Mozilla/5.0 (iPhone; CPU iPhone OS 17_1 like Mac OS X) AppleWebKit/605.1.15 (KHTML, like Gecko) CriOS/119.0.6045.169 Mobile/15E148 Safari/604.1";
-        assert_eq!(browser_claim(ios_chrome), Some(BrowserClaim { family: "chrome", major: 119, minor: 0 }));
-        // Safari without a Version/ claims no version; a marker inside a longer product still counts.
-        assert_eq!(browser_claim("Mozilla/5.0 (Macintosh) AppleWebKit/605.1.15 Safari/605.1.15"), None);
-        assert_eq!(
-            browser_claim("Mozilla/5.0 HeadlessChrome/120.1").map(|c| (c.family, c.minor)),
-            Some(("chrome", 1))
         );
     }
 }

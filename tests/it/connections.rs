@@ -1,5 +1,7 @@
 //! Connection limits with real sockets: half-sent requests are cut off while `/health` stays
-//! fast, a listener at its connection cap waits and recovers, and SIGTERM exits at once.
+//! fast, a listener at its connection cap waits and recovers; graceful shutdown: SIGTERM exits at
+//! once with idle connections open, lets verdicts in flight finish, and cuts a dripping page
+//! after the grace period.
 
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
@@ -139,4 +141,76 @@ async fn sigterm_with_slow_and_idle_connections_open_exits_at_once() {
     let exit = server.wait_exit(Duration::from_secs(10)).expect("the server exits");
     assert!(exit.success(), "{exit:?}");
     assert!(signalled.elapsed() < Duration::from_secs(1), "exit took {:?}", signalled.elapsed());
+}
+
+#[tokio::test]
+async fn sigterm_lets_verdicts_in_flight_finish() {
+    let dir = tempfile::tempdir().unwrap();
+    // A rule slow enough (a few hundred milliseconds in a debug build) that the signal lands
+    // while its verdicts are being decided.
+    let script = write_file(
+        dir.path(),
+        "slow.lua",
+        "return { { name = 'slow', check = function(r) local x = 0 for i = 1, 2e7 do x = x + i end end } }\n",
+    );
+    let config = write_file(
+        dir.path(),
+        "slow.kdl",
+        &format!("rules {{\n  script \"{script}\"\n  time-limit-ms 30000\n}}\n"),
+    );
+    let mut server = Server::start(&["--config", &config]);
+    let url = format!("http://{}/verdict", server.verdict);
+    let asks: Vec<_> = (0..4)
+        .map(|i| {
+            let url = url.clone();
+            tokio::spawn(async move {
+                let response = reqwest::Client::new()
+                    .get(url)
+                    .header("x-forwarded-uri", format!("/page-{i}"))
+                    .header("user-agent", "Mozilla/5.0")
+                    .send()
+                    .await;
+                (response.map(|response| response.status().as_u16()), Instant::now())
+            })
+        })
+        .collect();
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    let signalled = Instant::now();
+    let status =
+        std::process::Command::new("kill").args(["-TERM", &server.pid().to_string()]).status().unwrap();
+    assert!(status.success());
+    for ask in asks {
+        let (status, answered) = ask.await.unwrap();
+        assert_eq!(status.expect("a verdict in flight is answered, not cut"), 200);
+        assert!(answered > signalled, "answered before the signal: the test did not catch it in flight");
+    }
+    let exit = server.wait_exit(Duration::from_secs(10)).expect("the server exits once they are answered");
+    assert!(exit.success(), "{exit:?}");
+}
+
+#[tokio::test]
+async fn sigterm_with_a_page_dripping_exits_within_the_grace_period() {
+    let (mut server, _dir) = server_with(
+        "trap {\n  drip {\n    enabled #true\n    bytes-per-second 256\n    chunk-bytes 64\n  }\n}\n",
+    );
+    let mut stream = TcpStream::connect(server.trap).await.unwrap();
+    stream.write_all(b"GET /docs/a-page HTTP/1.1\r\nHost: site.example\r\n\r\n").await.unwrap();
+    let mut buffer = [0u8; 4096];
+    let first = stream.read(&mut buffer).await.unwrap();
+    assert!(buffer[..first].starts_with(b"HTTP/1.1 200"), "{:?}", String::from_utf8_lossy(&buffer[..first]));
+
+    let signalled = Instant::now();
+    let status =
+        std::process::Command::new("kill").args(["-TERM", &server.pid().to_string()]).status().unwrap();
+    assert!(status.success());
+    // The drip would take a minute at 256 bytes a second; shutdown waits for it 5 s at most.
+    tokio::time::timeout(Duration::from_secs(10), closed_by_server(stream))
+        .await
+        .expect("the dripping connection is closed within the grace period");
+    let exit = server.wait_exit(Duration::from_secs(10)).expect("the server exits");
+    assert!(exit.success(), "{exit:?}");
+    let took = signalled.elapsed();
+    assert!(took < Duration::from_secs(8), "exit took {took:?}");
+    // New connections are refused once it has gone.
+    assert!(TcpStream::connect(server.verdict).await.is_err());
 }

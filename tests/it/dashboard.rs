@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use crate::support::{Server, get, hrefs, require_program, verdict, write_file};
+use crate::support::{Server, did_not_run, get, hrefs, require_program, verdict, write_file};
 
 const CHROME: &str = "Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/130.0.0.0 Safari/537.36";
 
@@ -218,10 +218,10 @@ fn dashboard_type_checks_against_grafana_schema() {
                 node_dir.display()
             );
         }
-        eprintln!(
-            "SKIPPED: npm install --prefix {} @grafana/schema typescript to run this test",
+        did_not_run(&format!(
+            "npm install --prefix {} @grafana/schema typescript to run it",
             node_dir.display()
-        );
+        ));
         return;
     }
     let dir = tempfile::tempdir_in(&node_dir).unwrap();

@@ -182,7 +182,7 @@ pub fn write_asn_db(path: &Path, networks: &[(&str, u32, &str)]) {
 }
 
 /// The path of an external program the test needs. Missing, it fails the test under `CI=true`
-/// and skips it (with a message) elsewhere.
+/// and, elsewhere, marks the test as not run (see [`did_not_run`]).
 pub fn require_program(name: &str) -> Option<std::path::PathBuf> {
     let found = std::env::var_os("PATH")
         .into_iter()
@@ -193,7 +193,38 @@ pub fn require_program(name: &str) -> Option<std::path::PathBuf> {
         if std::env::var("CI").is_ok_and(|ci| ci == "true") {
             panic!("{name} is required (CI=true) but not on PATH; .ci/run installs it");
         }
-        eprintln!("SKIPPED: {name} is not installed; install it to run this test");
+        did_not_run(&format!("{name} is not installed"));
     }
     found
+}
+
+/// Tests that returned early because something they need is missing, with why.
+static NOT_RUN: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
+
+/// Records that the calling test returns without testing anything, because of `why`. libtest
+/// counts such a test as passed, so the reason is written to stderr at once (past libtest's
+/// capture, which only takes `print!`/`eprint!`), and once all tests are done a summary line
+/// `N integration tests did not run` follows cargo's own `test result:` line (README, "Tests").
+pub fn did_not_run(why: &str) {
+    use std::io::Write;
+    let test = std::thread::current().name().unwrap_or("?").to_string();
+    let _ = writeln!(std::io::stderr(), "DID NOT RUN: {test}: {why}");
+    let mut not_run = NOT_RUN.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+    if not_run.is_empty() {
+        // SAFETY: `atexit` only stores the function pointer; `summarise` is a plain `extern "C"`
+        // function that neither panics nor unwinds (it ignores write errors and a held lock).
+        unsafe { libc::atexit(summarise) };
+    }
+    not_run.push(format!("{test} ({why})"));
+}
+
+/// Runs at process exit, after libtest has printed its result line.
+extern "C" fn summarise() {
+    use std::io::Write;
+    let Ok(not_run) = NOT_RUN.try_lock() else { return };
+    let mut stderr = std::io::stderr().lock();
+    let _ = writeln!(stderr, "\n{} integration tests did not run (counted as passed above):", not_run.len());
+    for test in not_run.iter() {
+        let _ = writeln!(stderr, "  {test}");
+    }
 }
