@@ -205,6 +205,7 @@ static NOT_RUN: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new()
 /// counts such a test as passed, so the reason is written to stderr at once (past libtest's
 /// capture, which only takes `print!`/`eprint!`), and once all tests are done a summary line
 /// `N integration tests did not run` follows cargo's own `test result:` line (README, "Tests").
+#[allow(unsafe_code)] // `atexit`, for the summary after libtest's own.
 pub fn did_not_run(why: &str) {
     use std::io::Write;
     let test = std::thread::current().name().unwrap_or("?").to_string();
