@@ -2,38 +2,21 @@
 //! process through the routers (`tower::ServiceExt::oneshot`); a started server only for what
 //! needs one (the listener it binds, the token from its environment).
 
-use std::net::SocketAddr;
-use std::path::Path;
-use std::sync::Arc;
-
 use axum::Router;
-use axum::body::Body;
-use axum::extract::ConnectInfo;
 use axum::http::Request;
-use quagmire::app::App;
-use quagmire::config::Config;
 use quagmire::http::{admin_router, verdict_router};
-use quagmire::secret::Secret;
-use tower::ServiceExt;
 
-use crate::support::{SECRET, Server, write_file};
+use crate::support::{SECRET, Server, app, call, write_file};
 
 const TOKEN: &str = "admin-token-0123456789abcdef";
 
-/// The app a config text builds, with the test secret.
-fn app(text: &str) -> Arc<App> {
-    let config = Config::parse("admin.kdl", text, Path::new(".")).unwrap();
-    let (secret, _) = Secret::resolve(Some(SECRET.into()), None);
-    Arc::new(App::build(config, &secret).unwrap())
-}
-
 /// Status of a GET of `path` from `router`, called in process, with an optional bearer token.
 async fn status_of(router: &Router, path: &str, token: Option<&str>) -> u16 {
-    let mut request = Request::get(path).extension(ConnectInfo(SocketAddr::from(([127, 0, 0, 1], 40000))));
+    let mut request = Request::get(path);
     if let Some(token) = token {
         request = request.header("authorization", format!("Bearer {token}"));
     }
-    router.clone().oneshot(request.body(Body::empty()).unwrap()).await.unwrap().status().as_u16()
+    call(router, request, "").await.0
 }
 
 /// Status of a GET over HTTP, with an optional bearer token.

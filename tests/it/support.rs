@@ -229,3 +229,27 @@ extern "C" fn summarise() {
         let _ = writeln!(stderr, "  {test}");
     }
 }
+
+/// The app a config text builds, with the test secret: for tests that call the routers in
+/// process (`quagmire::http::verdict_router` and the others) rather than start a server.
+pub fn app(config: &str) -> std::sync::Arc<quagmire::app::App> {
+    let config = quagmire::config::Config::parse("test.kdl", config, Path::new(".")).unwrap();
+    let (secret, _) = quagmire::secret::Secret::resolve(Some(SECRET.into()), None);
+    std::sync::Arc::new(quagmire::app::App::build(config, &secret).unwrap())
+}
+
+/// `request` through `router` in process, from a loopback peer as the listener would hand it
+/// over: status, headers and body.
+pub async fn call(
+    router: &axum::Router,
+    request: axum::http::request::Builder,
+    body: &str,
+) -> (u16, axum::http::HeaderMap, String) {
+    use tower::ServiceExt;
+    let peer = axum::extract::ConnectInfo(SocketAddr::from(([127, 0, 0, 1], 40000)));
+    let request = request.extension(peer).body(axum::body::Body::from(body.to_string())).unwrap();
+    let response = router.clone().oneshot(request).await.unwrap();
+    let (parts, body) = response.into_parts();
+    let bytes = axum::body::to_bytes(body, 16 << 20).await.unwrap();
+    (parts.status.as_u16(), parts.headers, String::from_utf8_lossy(&bytes).into_owned())
+}

@@ -1,10 +1,13 @@
-//! Trap pages over HTTP.
+//! Trap pages: through a started server where processes or timing matter, through the routers
+//! in process otherwise.
 
 use std::time::Instant;
 
+use axum::http::Request;
+use quagmire::http::{trap_router, verdict_router};
 use quagmire::trap_url::TrapUrls;
 
-use crate::support::{SECRET, Server, get, hrefs, write_file};
+use crate::support::{SECRET, Server, app, call, get, hrefs, write_file};
 
 #[tokio::test]
 async fn same_url_same_page_across_processes_and_other_urls_differ() {
@@ -104,29 +107,25 @@ async fn hostile_corpus_text_is_escaped() {
 
 #[tokio::test]
 async fn traefik_url_parameter_serves_the_original_urls_page() {
-    let server = Server::start(&[]);
-    let (_, _, direct) = get(&server.trap_url("/docs/getting-started?lang=en"), "site.example").await;
+    let trap = trap_router(app(""));
+    let direct = Request::get("/docs/getting-started?lang=en").header("host", "site.example");
+    let (_, _, direct) = call(&trap, direct, "").await;
     let via_errors = "/?url=https%3A%2F%2Fsite.example%2Fdocs%2Fgetting-started%3Flang%3Den";
-    let (status, _, through_traefik) = get(&server.trap_url(via_errors), "trap:8421").await;
+    let (status, _, through_traefik) =
+        call(&trap, Request::get(via_errors).header("host", "trap:8421"), "").await;
     assert_eq!(status, 200);
     assert_eq!(direct, through_traefik);
 }
 
 #[tokio::test]
 async fn every_method_gets_a_page() {
-    let server = Server::start(&[]);
-    let client = reqwest::Client::new();
-    let (_, _, get_page) = get(&server.trap_url("/form"), "example.org").await;
+    let trap = trap_router(app(""));
+    let (_, _, get_page) = call(&trap, Request::get("/form").header("host", "example.org"), "").await;
     for method in ["POST", "PUT", "DELETE", "PATCH", "OPTIONS"] {
-        let response = client
-            .request(method.parse().unwrap(), server.trap_url("/form"))
-            .header("host", "example.org")
-            .body("field=value")
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(response.status(), 200, "{method}");
-        assert_eq!(response.text().await.unwrap(), get_page, "{method}");
+        let request = Request::builder().method(method).uri("/form").header("host", "example.org");
+        let (status, _, page) = call(&trap, request, "field=value").await;
+        assert_eq!(status, 200, "{method}");
+        assert_eq!(page, get_page, "{method}");
     }
 }
 
@@ -164,7 +163,6 @@ async fn drip_sends_the_same_page_slowly_and_only_up_to_the_cap() {
 
 #[tokio::test]
 async fn health_answers_on_the_verdict_listener() {
-    let server = Server::start(&[]);
-    let (status, _, body) = get(&format!("http://{}/health", server.verdict), "localhost").await;
+    let (status, _, body) = call(&verdict_router(app("")), Request::get("/health"), "").await;
     assert_eq!((status, body.as_str()), (200, "ok\n"));
 }
