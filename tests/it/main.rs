@@ -1,6 +1,9 @@
-//! The one integration-test binary: the real `quagmire` binary, started on ephemeral ports.
+//! The one integration-test binary: the real `quagmire` binary, started on ephemeral ports, where
+//! a process matters (CLI, signals, sockets, proxies, several processes); elsewhere the routers
+//! called in process (`support::app` and `support::call`, through `tower::ServiceExt::oneshot`).
 //!
-//! - `support`: starting the server, a small HTTP client, and page helpers;
+//! - `support`: starting the server, calling the routers in process, a small HTTP client, page
+//!   helpers, and the report of tests that did not run for a missing tool;
 //! - `trap`: trap pages over HTTP: determinism across processes, links, escaping, Traefik's
 //!   `url=` form, methods and headers, the slow drip;
 //! - `verdict`: forward-auth requests as Traefik, Caddy and nginx send them: every answer mode,
@@ -13,7 +16,8 @@
 //! - `hostile_rules`: rules that get stuck in C, against `/health`, the trap, verdict deadlines
 //!   and SIGTERM; `check` on hostile scripts;
 //! - `admin`: the admin listener and its bearer token;
-//! - `connections`: header-read timeout, connection cap and shutdown with real sockets;
+//! - `connections`: header-read timeout, connection cap and graceful shutdown (verdicts in flight,
+//!   a page dripping) with real sockets;
 //! - `crawlers`: crawler claims verified by reverse DNS against a real dnsmasq; slow DNS and sprays;
 //! - `signed`: Web Bot Auth signatures verified against a local key directory server; forgeries,
 //!   a directory down or silent, caching;
