@@ -7,6 +7,7 @@ use tokio::sync::Semaphore;
 
 use crate::client::ClientIdentity;
 use crate::client_state::ClientStates;
+use crate::client_state::store::Store;
 use crate::config::{Config, DripConfig};
 use crate::corpus::{self, CorpusError};
 use crate::crawler::Crawlers;
@@ -94,7 +95,11 @@ impl App {
             ClientIdentity::new(verdict.trusted_proxies.clone(), verdict.ipv4_prefix, verdict.ipv6_prefix);
         let metrics = Arc::new(Metrics::new());
         let evictions = metrics.clone();
-        let clients = ClientStates::new(config.clients.clone(), move || evictions.evicted());
+        let mut clients = ClientStates::new(config.clients.clone(), move || evictions.evicted());
+        if config.clients.store.is_configured() {
+            let store = Store::new(config.clients.store.clone(), config.clients.clone(), metrics.clone());
+            clients = clients.with_store(store);
+        }
         let admin = Admin::new(config.admin.token.as_deref());
         let crawlers = Crawlers::new(&config.dns, metrics.clone());
         let signatures = Signatures::new(&config.web_bot_auth, metrics.clone());

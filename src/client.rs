@@ -151,6 +151,43 @@ impl fmt::Display for ClientKey {
     }
 }
 
+/// The text of a key ([`ClientKey`]'s `Display`) is not one: an address, or an address and a
+/// prefix length.
+#[derive(Debug, thiserror::Error)]
+#[error("`{0}` is not a client key (an address, or an address/prefix)")]
+pub struct ClientKeyError(String);
+
+impl std::str::FromStr for ClientKey {
+    type Err = ClientKeyError;
+
+    /// Reads a key back from its text (for keys kept in the shared store). The address is
+    /// masked to the prefix, so a tampered text can never name more than its prefix covers.
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        let invalid = || ClientKeyError(text.chars().take(64).collect());
+        let (address, prefix) = match text.split_once('/') {
+            Some((address, prefix)) => (address, Some(prefix.parse::<u8>().map_err(|_| invalid())?)),
+            None => (text, None),
+        };
+        match address.parse::<IpAddr>().map_err(|_| invalid())? {
+            IpAddr::V4(v4) => {
+                let prefix = prefix.unwrap_or(32);
+                if prefix > 32 {
+                    return Err(invalid());
+                }
+                let bits = u128::from(u32::from(v4) & mask32(prefix));
+                Ok(ClientKey { bits, family: Family::V4, prefix })
+            }
+            IpAddr::V6(v6) => {
+                let prefix = prefix.unwrap_or(128);
+                if prefix > 128 {
+                    return Err(invalid());
+                }
+                Ok(ClientKey { bits: u128::from(v6) & mask128(prefix), family: Family::V6, prefix })
+            }
+        }
+    }
+}
+
 /// An IPv4-mapped IPv6 address is the IPv4 client it maps.
 fn canonical(address: IpAddr) -> IpAddr {
     match address {

@@ -7,6 +7,12 @@
 //!
 //! Clients with trap hits are also kept in a second, smaller cache, so that the admin views
 //! (`/api/trapped`, the clients-over-threshold gauge) walk only them, never every record.
+//!
+//! With a shared store configured ([`store`]), these records are its near cache: each also
+//! holds the store's last view of the client and what this replica saw since, and a client's
+//! history is the two together.
+
+pub mod store;
 
 use std::num::NonZeroU32;
 use std::sync::{Arc, Mutex};
@@ -17,6 +23,7 @@ use moka::sync::Cache;
 
 use crate::client::ClientKey;
 use crate::geo::GeoInfo;
+use store::{Store, StoreConfig};
 
 /// Settings for the per-client records.
 #[derive(Clone, Debug, PartialEq)]
@@ -29,6 +36,8 @@ pub struct ClientStateConfig {
     pub trap_half_life: Duration,
     /// Sustained requests per minute before a client counts as rate-limited.
     pub requests_per_minute: u32,
+    /// The shared store (without URLs, records live in this process only).
+    pub store: StoreConfig,
 }
 
 /// A client's recent behaviour, as the rules see it.
@@ -71,9 +80,11 @@ pub struct ClientStates {
     trapped: Cache<ClientKey, Arc<Record>>,
     config: ClientStateConfig,
     quota: Quota,
+    store: Option<Arc<Store>>,
 }
 
-struct Record {
+/// One client's record (shared with the store's syncer).
+pub struct Record {
     inner: Mutex<Inner>,
     limiter: DefaultDirectRateLimiter,
 }
@@ -89,6 +100,56 @@ struct Inner {
     last_user_agent: String,
     asn: Option<u32>,
     asn_org: Option<Box<str>>,
+    /// With a store only (boxed: records without one stay small).
+    shared: Option<Box<Shared>>,
+}
+
+/// A record's side of the shared store.
+#[derive(Default)]
+struct Shared {
+    /// The store's history of the client when it last answered.
+    view: Option<View>,
+    /// Requests and hits not yet sent.
+    unsent: Delta,
+    /// Requests and hits sent, not yet answered.
+    in_flight: Option<Delta>,
+    /// Whether the client is in the syncer's queue.
+    queued: bool,
+}
+
+/// The store's history of a client, as of `at`.
+#[derive(Clone, Copy, Debug)]
+struct View {
+    trap_hits: u64,
+    trap_score: f64,
+    request_rate: f64,
+    rate_limited: bool,
+    at: Instant,
+}
+
+/// Requests and trap hits one replica saw of a client.
+#[derive(Clone, Copy, Debug, Default)]
+struct Delta {
+    requests: u32,
+    hits: u32,
+}
+
+impl Delta {
+    fn add(self, other: Delta) -> Delta {
+        Delta {
+            requests: self.requests.saturating_add(other.requests),
+            hits: self.hits.saturating_add(other.hits),
+        }
+    }
+}
+
+/// What one update sends: the delta, and the client's latest user agent and network when it
+/// made requests.
+struct Batch {
+    delta: Delta,
+    user_agent: Option<String>,
+    asn: Option<u32>,
+    asn_org: Option<String>,
 }
 
 /// Bytes of a client's last user agent kept for the admin view.
@@ -120,7 +181,55 @@ impl ClientStates {
             .build();
         let per_minute = NonZeroU32::new(config.requests_per_minute.max(1)).expect("at least one");
         let quota = Quota::per_minute(per_minute);
-        ClientStates { cache, trapped, config, quota }
+        ClientStates { cache, trapped, config, quota, store: None }
+    }
+
+    /// These records as the near cache of `store` (which [`ClientStates::run_store`] connects).
+    pub fn with_store(mut self, store: Store) -> Self {
+        self.store = Some(Arc::new(store));
+        self
+    }
+
+    /// The shared store, if one is configured.
+    pub fn store(&self) -> Option<&Store> {
+        self.store.as_deref()
+    }
+
+    /// Connects the store and sends updates until dropped; `None` without a store.
+    pub fn run_store(&self) -> Option<impl Future<Output = ()> + Send + 'static> {
+        let store = self.store.clone()?;
+        Some(store.run(self.cache.clone()))
+    }
+
+    /// With a store: brings `key`'s shared history up to date when this replica's view of it is
+    /// too old (or missing), waiting at most the store's budget, and returns the history the
+    /// verdict should use (`observed`'s local rate limit kept). `None` when nothing was asked.
+    pub async fn refresh(&self, key: ClientKey, observed: History) -> Option<History> {
+        let store = self.store.as_ref()?;
+        let config = store.config();
+        if !store.usable() {
+            return None;
+        }
+        let record = self.cache.get(&key)?;
+        if !record.needs_refresh(config.sync * 2) {
+            return None;
+        }
+        let permit = store.refresh_permit()?;
+        let wait = config.wait;
+        let updating = {
+            let (store, record) = (store.clone(), record.clone());
+            // Spawned, so an update the verdict stops waiting for still completes and is kept.
+            tokio::spawn(async move {
+                store.sync(key, &record).await;
+                drop(permit);
+            })
+        };
+        let _ = tokio::time::timeout(wait, updating).await;
+        let mut inner = record.inner.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        let now = Instant::now();
+        inner.decay(now, &self.config);
+        let history = inner.current(now, &self.config);
+        Some(History { rate_limited: history.rate_limited || observed.rate_limited, ..history })
     }
 
     /// Records a request from `key` and returns its history including this request.
@@ -141,7 +250,15 @@ impl ClientStates {
             inner.asn = geo.asn;
             inner.asn_org = geo.asn_org.as_deref().map(Box::from);
         }
-        History { rate_limited, ..inner.history() }
+        if let Some(store) = &self.store {
+            let shared = inner.shared.get_or_insert_with(Box::default);
+            shared.unsent.requests = shared.unsent.requests.saturating_add(1);
+            if !shared.queued {
+                shared.queued = store.enqueue(key);
+            }
+        }
+        let history = inner.current(now, &self.config);
+        History { rate_limited: rate_limited || history.rate_limited, ..history }
     }
 
     /// Trapped clients whose decayed trap score is at least `threshold` (walks the trapped
@@ -167,7 +284,16 @@ impl ClientStates {
         inner.trap_hits += 1;
         inner.trap_score += 1.0;
         inner.last_seen = SystemTime::now();
-        inner.history()
+        if let Some(store) = &self.store {
+            let shared = inner.shared.get_or_insert_with(Box::default);
+            shared.unsent.hits = shared.unsent.hits.saturating_add(1);
+            if !shared.queued {
+                shared.queued = store.enqueue(key);
+            }
+            // Other replicas should see a trap hit soon, not at the next interval.
+            store.wake();
+        }
+        inner.current(Instant::now(), &self.config)
     }
 
     /// The history of `key` without recording anything.
@@ -175,8 +301,9 @@ impl ClientStates {
         match self.cache.get(&key) {
             Some(record) => {
                 let mut inner = record.inner.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-                inner.decay(Instant::now(), &self.config);
-                inner.history()
+                let now = Instant::now();
+                inner.decay(now, &self.config);
+                inner.current(now, &self.config)
             }
             None => History::default(),
         }
@@ -233,6 +360,7 @@ impl ClientStates {
                     last_user_agent: String::new(),
                     asn: None,
                     asn_org: None,
+                    shared: None,
                 }),
                 limiter: RateLimiter::direct(self.quota),
             })
@@ -250,6 +378,7 @@ impl Inner {
         }
     }
 
+    /// This replica's own history of the client (the local fields, decayed).
     fn history(&self) -> History {
         History {
             trap_hits: self.trap_hits,
@@ -257,6 +386,87 @@ impl Inner {
             request_rate: self.request_rate,
             rate_limited: false,
         }
+    }
+
+    /// The history a verdict uses at `now`: with a store's view, that view decayed plus what
+    /// the store has not answered for yet; else this replica's own.
+    fn current(&self, now: Instant, config: &ClientStateConfig) -> History {
+        let Some((shared, view)) = self.shared.as_ref().and_then(|shared| Some((shared, shared.view?)))
+        else {
+            return self.history();
+        };
+        let elapsed = now.saturating_duration_since(view.at).as_secs_f64();
+        let unsent = shared.unsent.add(shared.in_flight.unwrap_or_default());
+        History {
+            trap_hits: view.trap_hits + u64::from(unsent.hits),
+            trap_score: view.trap_score * (-elapsed * ln2_over(config.trap_half_life)).exp()
+                + f64::from(unsent.hits),
+            request_rate: view.request_rate * (-elapsed * ln2_over(RATE_HALF_LIFE)).exp()
+                + f64::from(unsent.requests),
+            rate_limited: view.rate_limited,
+        }
+    }
+}
+
+impl Record {
+    /// Whether a verdict should update the shared view first: none yet, or older than
+    /// `max_age`, and no update in flight.
+    fn needs_refresh(&self, max_age: Duration) -> bool {
+        let inner = self.inner.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        match inner.shared.as_deref() {
+            Some(shared) if shared.in_flight.is_some() => false,
+            Some(Shared { view: Some(view), .. }) => view.at.elapsed() > max_age,
+            _ => true,
+        }
+    }
+
+    /// Moves the unsent requests and hits in flight and returns them to send; `None` when an
+    /// update is already in flight.
+    fn take_unsent(&self) -> Option<Batch> {
+        let mut inner = self.inner.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        let inner = &mut *inner;
+        let shared = inner.shared.get_or_insert_with(Box::default);
+        if shared.in_flight.is_some() {
+            shared.queued = false;
+            return None;
+        }
+        let delta = std::mem::take(&mut shared.unsent);
+        shared.in_flight = Some(delta);
+        shared.queued = false;
+        let requested = delta.requests > 0;
+        Some(Batch {
+            delta,
+            user_agent: requested.then(|| inner.last_user_agent.clone()),
+            asn: if requested { inner.asn } else { None },
+            asn_org: if requested { inner.asn_org.as_deref().map(str::to_string) } else { None },
+        })
+    }
+
+    /// Keeps the store's answer to the update in flight; true when more is unsent and the
+    /// record is not queued.
+    fn apply(&self, view: View) -> bool {
+        let mut inner = self.inner.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        let shared = inner.shared.get_or_insert_with(Box::default);
+        shared.view = Some(view);
+        shared.in_flight = None;
+        !shared.queued && (shared.unsent.requests > 0 || shared.unsent.hits > 0)
+    }
+
+    /// Ends a failed update: its delta is unsent again when `resend`; true when the record has
+    /// something to send and is not queued.
+    fn restore(&self, delta: Delta, resend: bool) -> bool {
+        let mut inner = self.inner.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        let shared = inner.shared.get_or_insert_with(Box::default);
+        shared.in_flight = None;
+        if resend {
+            shared.unsent = shared.unsent.add(delta);
+        }
+        !shared.queued && (shared.unsent.requests > 0 || shared.unsent.hits > 0)
+    }
+
+    fn set_queued(&self, queued: bool) {
+        let mut inner = self.inner.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        inner.shared.get_or_insert_with(Box::default).queued = queued;
     }
 }
 
@@ -289,6 +499,7 @@ mod tests {
                 idle_timeout: Duration::from_secs(3600),
                 trap_half_life: half_life,
                 requests_per_minute: 5,
+                store: StoreConfig::default(),
             },
             || {},
         )
@@ -346,6 +557,7 @@ mod tests {
                 idle_timeout: Duration::from_secs(3600),
                 trap_half_life: Duration::from_secs(600),
                 requests_per_minute: 60,
+                store: StoreConfig::default(),
             },
             move || {
                 counter.fetch_add(1, std::sync::atomic::Ordering::Relaxed);

@@ -67,6 +67,9 @@ pub async fn serve(
     let (stop, stopped) = watch::channel(false);
     let lists_written = Arc::new(tokio::sync::Notify::new());
     let watcher = tokio::spawn(crate::reload::watch(app.clone(), lists_written.clone()));
+    // Dropped (and so stopped) with this function: pending updates of a stopping replica are
+    // not waited for.
+    let _store = app.clients.run_store().map(|syncer| AbortOnDrop(tokio::spawn(syncer)));
     let refresher = app
         .config
         .lists
@@ -133,5 +136,14 @@ impl crate::client::HeaderLines for axum::http::HeaderMap {
     fn lines<'h>(&'h self, name: &'h str) -> impl DoubleEndedIterator<Item = &'h str> {
         // A line that is not text was not written by a proxy: skipping it cannot hide one.
         self.get_all(name).iter().filter_map(|value| value.to_str().ok())
+    }
+}
+
+/// A background task that stops when its owner is dropped.
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
     }
 }

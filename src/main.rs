@@ -238,6 +238,10 @@ fn serve(mut config: Config) -> Result<(), Failure> {
             verdict = %verdict.local_addr()?,
             trap = %trap.local_addr()?,
             admin = %admin_address,
+            clients = %app.clients.store().map_or_else(
+                || "this process only (no store)".to_string(),
+                |store| format!("shared through {}", store.config().describe()),
+            ),
             startup_ms = started.elapsed().as_millis() as u64,
             "listening"
         );

@@ -68,6 +68,11 @@ struct NetworkLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct OperationLabels {
+    operation: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct BuildLabels {
     version: &'static str,
 }
@@ -109,6 +114,8 @@ pub struct Metrics {
     rate_limited: Family<NetworkLabels, Counter>,
     signature_checks: Family<CrawlerLabels, Counter>,
     key_directory_fetches: Family<CrawlerLabels, Counter>,
+    store_errors: Family<OperationLabels, Counter>,
+    store_up: Gauge,
     /// ASNs with a label of their own, read without a lock on every verdict.
     asn_labelled: ArcSwap<HashMap<u32, String>>,
     /// How often each candidate ASN was seen.
@@ -231,6 +238,18 @@ impl Metrics {
                  because a budget was spent (over_budget)",
                 Family::default(),
             ),
+            store_errors: register(
+                r,
+                "store_errors",
+                "Failed operations on the shared client store, by operation (update, trapped_index, trapped_read, ping)",
+                Family::default(),
+            ),
+            store_up: register(
+                r,
+                "store_up",
+                "1 while the shared client store answers, 0 while it fails or before it first answered (0 without a store)",
+                Gauge::default(),
+            ),
             asn_labelled: ArcSwap::from_pointee(HashMap::new()),
             asn_seen: Mutex::new(HashMap::new()),
             registry,
@@ -320,6 +339,16 @@ impl Metrics {
     pub fn rate_limited(&self, datacenter: bool) {
         let network = if datacenter { "datacenter" } else { "other" };
         self.rate_limited.get_or_create(&NetworkLabels { network }).inc();
+    }
+
+    /// Counts a failed operation on the shared store.
+    pub fn store_error(&self, operation: &'static str) {
+        self.store_errors.get_or_create(&OperationLabels { operation }).inc();
+    }
+
+    /// Sets whether the shared store answers.
+    pub fn store_up(&self, up: bool) {
+        self.store_up.set(i64::from(up));
     }
 
     /// Counts an evicted client record.

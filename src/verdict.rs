@@ -108,9 +108,14 @@ async fn verified_facts(app: &App, request: ForwardedRequest, wait: Option<std::
             None => app.signatures.verify(&mut signature, &facts).await,
         }
     };
-    tokio::join!(crawler, signed);
+    // A client this replica has no fresh shared view of: its history as every replica left it.
+    let shared = app.clients.refresh(facts.key, facts.history);
+    let ((), (), shared) = tokio::join!(crawler, signed, shared);
     facts.crawler = claim;
     facts.signature = signature;
+    if let Some(history) = shared {
+        facts.history = history;
+    }
     facts
 }
 

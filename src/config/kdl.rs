@@ -181,8 +181,17 @@ const TOP_KEYS: &[&str] = &[
 ];
 const VERDICT_KEYS: &[&str] =
     &["mode", "answer", "trap-status", "redirect-prefix", "trusted-proxies", "ipv4-prefix", "ipv6-prefix"];
-const CLIENTS_KEYS: &[&str] =
-    &["capacity", "idle-timeout-seconds", "trap-half-life-seconds", "requests-per-minute"];
+const CLIENTS_KEYS: &[&str] = &[
+    "capacity",
+    "idle-timeout-seconds",
+    "trap-half-life-seconds",
+    "requests-per-minute",
+    "store",
+    "store-cluster",
+    "store-password-env",
+    "store-wait-ms",
+    "store-sync-ms",
+];
 const GEO_KEYS: &[&str] = &["asn", "country"];
 const RULES_KEYS: &[&str] =
     &["script", "lists", "trap-threshold", "fail", "time-limit-ms", "memory-limit-bytes", "workers"];
@@ -378,6 +387,46 @@ impl Reader<'_> {
             }
             "requests-per-minute" => {
                 self.config.clients.requests_per_minute = self.integer(node, 1, 1_000_000)? as u32;
+            }
+            "store" => {
+                let mut urls = Vec::new();
+                for entry in node.entries() {
+                    let url = match entry.value() {
+                        KdlValue::String(url) if entry.name().is_none() => url,
+                        other => return Err(self.wrong_type(entry, "a redis:// URL in quotes", other)),
+                    };
+                    if let Err(why) = crate::client_state::store::check_url(url) {
+                        return Err(self.problem(
+                            entry.span(),
+                            "not a usable Redis URL",
+                            why,
+                            Some(
+                                "for example \"redis://127.0.0.1:6379/0\", \"rediss://:PASSWORD@host:6380/0\", \
+                                 or several URLs: the seed nodes of a Redis Cluster"
+                                    .into(),
+                            ),
+                        ));
+                    }
+                    urls.push(url.clone());
+                }
+                if urls.is_empty() {
+                    return Err(self.problem(
+                        node.name().span(),
+                        "`store` needs a URL",
+                        "no URL given",
+                        Some("for example `store \"redis://127.0.0.1:6379/0\"`".into()),
+                    ));
+                }
+                self.config.clients.store.urls = urls;
+            }
+            "store-cluster" => self.config.clients.store.cluster = self.boolean(node)?,
+            "store-password-env" => self.config.clients.store.password_env = Some(self.string(node)?),
+            "store-wait-ms" => {
+                self.config.clients.store.wait = Duration::from_millis(self.integer(node, 1, 1000)? as u64);
+            }
+            "store-sync-ms" => {
+                self.config.clients.store.sync =
+                    Duration::from_millis(self.integer(node, 10, 60_000)? as u64);
             }
             _ => return Err(self.unknown(node, "clients", CLIENTS_KEYS)),
         }

@@ -22,6 +22,8 @@
 //! - `signed`: Web Bot Auth signatures verified against a local key directory server; forgeries,
 //!   a directory down or silent, caching;
 //! - `cli`: `check` errors that point at line and column, `generate`, `explain`;
+//! - `store`: replicas sharing client state through a real Redis and a real Redis Cluster; the
+//!   store stopped, hung and restarted under traffic; concurrent trap hits adding up;
 //! - `lists_update`: `lists update` and `serve`'s list refresh against a local server of fixture
 //!   list sources: lists written, broken sources keeping the old file, the verdict following.
 // Helpers are `pub` so that every test module of this one binary can use them.
@@ -37,6 +39,7 @@ mod lists_update;
 mod metrics;
 mod proxies;
 mod signed;
+mod store;
 mod support;
 mod trap;
 mod verdict;

@@ -22,6 +22,8 @@ pub struct Server {
     pub trap: SocketAddr,
     /// The admin listener, when configured.
     pub admin: Option<SocketAddr>,
+    /// The `listening` log line.
+    pub listening: String,
 }
 
 impl Server {
@@ -68,7 +70,8 @@ impl Server {
                 let verdict = field(&line, "verdict=").parse().unwrap();
                 let trap = field(&line, "trap=").parse().unwrap();
                 let admin = field(&line, "admin=").parse().ok();
-                return Server { child, log: std::sync::Mutex::new(lines_rx), verdict, trap, admin };
+                let log = std::sync::Mutex::new(lines_rx);
+                return Server { child, log, verdict, trap, admin, listening: line };
             }
             log.push(line);
         }

@@ -1,0 +1,540 @@
+//! The shared copy of client state in Redis (or Valkey, or a Redis Cluster), for several
+//! replicas: each replica's local records ([`super::ClientStates`]) act as a near cache in
+//! front of it.
+//!
+//! What each replica sends: the requests and trap hits it saw since its last update of a client,
+//! applied on the server by one script (`update.lua`), atomically, with Redis's clock. What it
+//! gets back: the client's shared history, which its verdicts use until the next update.
+//!
+//! When updates happen:
+//! - a background task (the syncer) sends every client with unsent requests or hits once per
+//!   `store-sync-ms`, and at once when a trap hit is queued;
+//! - a verdict whose view of the client is older than twice that (or that has none: a client
+//!   new to this replica) asks for an update itself and waits for it at most `store-wait-ms`.
+//!
+//! So a replica's view of a client it is answering for is at most about two sync intervals old.
+//! When the store is slow or down, nothing waits longer than the budget: verdicts use the last
+//! shared view plus everything seen locally since, which stays unsent until the store answers
+//! again. Failures are counted per operation, and logged once per change of state.
+
+use std::fmt;
+use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use moka::sync::Cache;
+use redis::aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig};
+use redis::cluster::ClusterClientBuilder;
+use redis::cluster_async::ClusterConnection;
+use redis::{Cmd, IntoConnectionInfo, Pipeline, RedisError, RedisFuture, Script, Value};
+use tokio::sync::{Notify, Semaphore, mpsc};
+
+use super::{ClientSnapshot, Record, View, ln2_over};
+use crate::client::ClientKey;
+use crate::metrics::Metrics;
+
+/// Where the shared state lives.
+#[derive(Clone, PartialEq)]
+pub struct StoreConfig {
+    /// `redis://` or `rediss://` URLs: one for a single server, several for the seed nodes of a
+    /// Redis Cluster; none for no store (records in this process only).
+    pub urls: Vec<String>,
+    /// A Redis Cluster even with a single seed node.
+    pub cluster: bool,
+    /// The environment variable holding the password, when it is not in the URL.
+    pub password_env: Option<String>,
+    /// Longest a verdict waits for the store.
+    pub wait: Duration,
+    /// How often unsent requests and hits are sent.
+    pub sync: Duration,
+}
+
+impl Default for StoreConfig {
+    fn default() -> Self {
+        StoreConfig {
+            urls: Vec::new(),
+            cluster: false,
+            password_env: None,
+            wait: Duration::from_millis(5),
+            sync: Duration::from_millis(250),
+        }
+    }
+}
+
+impl StoreConfig {
+    /// Whether a store is configured.
+    pub fn is_configured(&self) -> bool {
+        !self.urls.is_empty()
+    }
+
+    /// The store as it may be logged: scheme, hosts and database, never a password.
+    pub fn describe(&self) -> String {
+        let nodes: Vec<String> = self.urls.iter().map(|url| redact(url)).collect();
+        if self.is_cluster() { format!("redis cluster {}", nodes.join(" ")) } else { nodes.join(" ") }
+    }
+
+    /// Whether the URLs name the seed nodes of a cluster.
+    pub fn is_cluster(&self) -> bool {
+        self.cluster || self.urls.len() > 1
+    }
+}
+
+impl fmt::Debug for StoreConfig {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("StoreConfig")
+            .field("store", &self.describe())
+            .field("password_env", &self.password_env)
+            .field("wait", &self.wait)
+            .field("sync", &self.sync)
+            .finish()
+    }
+}
+
+/// Why a store URL cannot be used (for `quagmire check` and config errors).
+pub fn check_url(url: &str) -> Result<(), String> {
+    if !(url.starts_with("redis://") || url.starts_with("rediss://")) {
+        return Err("the URL must start with redis:// or rediss:// (TLS)".into());
+    }
+    url.into_connection_info().map(|_| ()).map_err(|error| error.to_string())
+}
+
+/// `scheme://host:port/db` of `url`, without user or password.
+fn redact(url: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return "(invalid URL)".into();
+    };
+    let rest = rest.rsplit_once('@').map_or(rest, |(_, host)| host);
+    format!("{scheme}://{rest}")
+}
+
+/// Key of the sorted set of trapped clients (its own slot in a cluster).
+const TRAPPED_KEY: &str = "quagmire:trapped";
+/// Clients queued for the syncer at most; beyond, a client is queued again on its next request.
+const QUEUE: usize = 65_536;
+/// Clients sent per round of the syncer (all in flight at once, pipelined on the connection).
+const ROUND: usize = 4096;
+/// Verdict-started updates in flight at most; beyond, verdicts use their current view.
+const REFRESHES: usize = 1024;
+/// Connecting and answering, per command: beyond this the store counts as failing.
+const COMMAND_TIMEOUT: Duration = Duration::from_secs(1);
+/// Request-rate half-life, as in the local records.
+const RATE_HALF_LIFE_SECONDS: u64 = 60;
+
+/// The store's health, as last seen.
+const UNKNOWN: u8 = 0;
+const UP: u8 = 1;
+const DOWN: u8 = 2;
+
+/// The connection to the shared store and the queue of clients to send.
+pub struct Store {
+    config: StoreConfig,
+    client: super::ClientStateConfig,
+    connection: OnceLock<Connection>,
+    update: Script,
+    trapped: Script,
+    queue: mpsc::Sender<ClientKey>,
+    queued: Mutex<Option<mpsc::Receiver<ClientKey>>>,
+    wake: Notify,
+    health: AtomicU8,
+    refreshes: Arc<Semaphore>,
+    metrics: Arc<Metrics>,
+}
+
+/// A single server (reconnecting by itself) or a cluster (following its slots).
+#[derive(Clone)]
+enum Connection {
+    Single(ConnectionManager),
+    Cluster(ClusterConnection),
+}
+
+impl ConnectionLike for Connection {
+    fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
+        match self {
+            Connection::Single(connection) => connection.req_packed_command(cmd),
+            Connection::Cluster(connection) => connection.req_packed_command(cmd),
+        }
+    }
+
+    fn req_packed_commands<'a>(
+        &'a mut self,
+        pipeline: &'a Pipeline,
+        offset: usize,
+        count: usize,
+    ) -> RedisFuture<'a, Vec<Value>> {
+        match self {
+            Connection::Single(connection) => connection.req_packed_commands(pipeline, offset, count),
+            Connection::Cluster(connection) => connection.req_packed_commands(pipeline, offset, count),
+        }
+    }
+
+    fn get_db(&self) -> i64 {
+        match self {
+            Connection::Single(connection) => connection.get_db(),
+            Connection::Cluster(connection) => connection.get_db(),
+        }
+    }
+}
+
+impl Store {
+    /// A store not yet connected; [`Store::run`] connects and sends.
+    pub fn new(config: StoreConfig, client: super::ClientStateConfig, metrics: Arc<Metrics>) -> Store {
+        let (queue, queued) = mpsc::channel(QUEUE);
+        Store {
+            config,
+            client,
+            connection: OnceLock::new(),
+            update: Script::new(include_str!("update.lua")),
+            trapped: Script::new(include_str!("trapped.lua")),
+            queue,
+            queued: Mutex::new(Some(queued)),
+            wake: Notify::new(),
+            health: AtomicU8::new(UNKNOWN),
+            refreshes: Arc::new(Semaphore::new(REFRESHES)),
+            metrics,
+        }
+    }
+
+    /// The store's settings.
+    pub fn config(&self) -> &StoreConfig {
+        &self.config
+    }
+
+    /// Queues `key` for the syncer; false when the queue is full (it is queued again later).
+    pub(super) fn enqueue(&self, key: ClientKey) -> bool {
+        self.queue.try_send(key).is_ok()
+    }
+
+    /// Sends the queue now rather than at the next interval (after a trap hit).
+    pub(super) fn wake(&self) {
+        self.wake.notify_one();
+    }
+
+    /// Whether the store is connected and not known to be failing: verdicts wait for it only then.
+    pub(super) fn usable(&self) -> bool {
+        self.connection.get().is_some() && self.health.load(Ordering::Relaxed) != DOWN
+    }
+
+    /// A permit to start a verdict's update, while fewer than [`REFRESHES`] are in flight.
+    pub(super) fn refresh_permit(&self) -> Option<tokio::sync::OwnedSemaphorePermit> {
+        self.refreshes.clone().try_acquire_owned().ok()
+    }
+
+    /// Connects (lazily: a store that is down at start is retried, never waited for) and runs
+    /// the syncer until the task is dropped.
+    pub async fn run(self: Arc<Self>, records: Cache<ClientKey, Arc<Record>>) {
+        match self.connect() {
+            Ok(connection) => {
+                let _ = self.connection.set(connection);
+            }
+            Err(error) => {
+                // The URL was checked with the config; only a bad TLS setup gets here.
+                tracing::error!(store = %self.config.describe(), %error, "cannot use the client store; sharing is off");
+                return;
+            }
+        }
+        tracing::info!(store = %self.config.describe(), "sharing client state through the store");
+        let Some(mut queued) = self.queued.lock().unwrap_or_else(std::sync::PoisonError::into_inner).take()
+        else {
+            return;
+        };
+        let mut tick = tokio::time::interval(self.config.sync);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut keys = Vec::with_capacity(ROUND);
+        loop {
+            tokio::select! {
+                _ = tick.tick() => {}
+                () = self.wake.notified() => {}
+            }
+            if self.health.load(Ordering::Relaxed) != UP && !self.ping().await {
+                // Down: keep the queue for when it answers again, rather than failing every client.
+                continue;
+            }
+            loop {
+                while keys.len() < ROUND {
+                    match queued.try_recv() {
+                        Ok(key) => keys.push(key),
+                        Err(_) => break,
+                    }
+                }
+                if keys.is_empty() {
+                    break;
+                }
+                let store = &*self;
+                let records = &records;
+                let round = keys.drain(..).map(|key| async move {
+                    if let Some(record) = records.get(&key) {
+                        store.sync(key, &record).await;
+                    }
+                });
+                futures_util::future::join_all(round).await;
+            }
+        }
+    }
+
+    /// Sends `record`'s unsent requests and hits and takes the shared history back; nothing
+    /// when an update of it is already in flight.
+    pub(super) async fn sync(&self, key: ClientKey, record: &Record) {
+        let Some(connection) = self.connection.get() else {
+            return;
+        };
+        let Some(batch) = record.take_unsent() else {
+            return;
+        };
+        let client_key = format!("quagmire:{{{key}}}");
+        let agent_key = format!("quagmire:{{{key}}}:ua");
+        let mut invocation = self.update.key(&client_key);
+        invocation
+            .key(&agent_key)
+            .arg(batch.delta.requests)
+            .arg(batch.delta.hits)
+            .arg(self.client.trap_half_life.as_secs_f64().max(0.001))
+            .arg(RATE_HALF_LIFE_SECONDS)
+            .arg(self.client.requests_per_minute.max(1))
+            .arg(idle_ms(&self.client))
+            .arg(batch.user_agent.as_deref().unwrap_or(""))
+            .arg(batch.asn.map(|asn| asn.to_string()).unwrap_or_default())
+            .arg(batch.asn_org.as_deref().unwrap_or(""));
+        let mut connection = connection.clone();
+        let result: Result<(u64, String, String, u8), RedisError> =
+            invocation.invoke_async(&mut connection).await;
+        let view = result.and_then(|(trap_hits, score, rate, limited)| {
+            Ok(View {
+                trap_hits,
+                trap_score: parse_float(&score)?,
+                request_rate: parse_float(&rate)?,
+                rate_limited: limited == 1,
+                at: Instant::now(),
+            })
+        });
+        match view {
+            Ok(view) => {
+                self.succeeded();
+                let hits = batch.delta.hits;
+                if record.apply(view) {
+                    self.enqueue_again(key, record);
+                }
+                if hits > 0 {
+                    let result: Result<i64, RedisError> = self
+                        .trapped
+                        .key(TRAPPED_KEY)
+                        .arg(key.to_string())
+                        .arg(idle_ms(&self.client))
+                        .arg(super::TRAPPED_CAPACITY)
+                        .invoke_async(&mut connection)
+                        .await;
+                    match result {
+                        Ok(_) => self.succeeded(),
+                        Err(error) => self.failed("trapped_index", &error),
+                    }
+                }
+            }
+            Err(error) => {
+                // A timed-out update may have been applied: sending it again could count a hit
+                // twice, so it is dropped. Any other failure means it was not; it is sent again.
+                let resend = !error.is_timeout();
+                self.failed("update", &error);
+                if record.restore(batch.delta, resend) {
+                    self.enqueue_again(key, record);
+                }
+            }
+        }
+    }
+
+    fn enqueue_again(&self, key: ClientKey, record: &Record) {
+        let queued = self.enqueue(key);
+        record.set_queued(queued);
+    }
+
+    /// Trapped clients across every replica, highest trap score first, and how many of them are
+    /// at or over `threshold`.
+    pub async fn most_trapped(
+        &self,
+        limit: usize,
+        threshold: f64,
+    ) -> Result<(Vec<ClientSnapshot>, u64), RedisError> {
+        let Some(connection) = self.connection.get() else {
+            return Err(RedisError::from((redis::ErrorKind::Client, "the store is not connected yet")));
+        };
+        let mut connection = connection.clone();
+        let result = self.read_trapped(&mut connection, threshold).await;
+        match &result {
+            Ok(_) => self.succeeded(),
+            Err(error) => self.failed("trapped_read", error),
+        }
+        let (mut clients, over) = result?;
+        clients.truncate(limit);
+        Ok((clients, over))
+    }
+
+    async fn read_trapped(
+        &self,
+        connection: &mut Connection,
+        threshold: f64,
+    ) -> Result<(Vec<ClientSnapshot>, u64), RedisError> {
+        let members: Vec<String> = redis::cmd("ZREVRANGE")
+            .arg(TRAPPED_KEY)
+            .arg(0)
+            .arg(super::TRAPPED_CAPACITY as i64 - 1)
+            .query_async(connection)
+            .await?;
+        let (seconds, micros): (u64, u64) = redis::cmd("TIME").query_async(connection).await?;
+        let now = seconds as f64 + micros as f64 / 1e6;
+        let decay = ln2_over(self.client.trap_half_life);
+        let mut clients = Vec::with_capacity(members.len());
+        let mut over = 0;
+        for chunk in members.chunks(ROUND) {
+            let reads = chunk.iter().map(|member| {
+                let mut connection = connection.clone();
+                async move {
+                    let client_key = format!("quagmire:{{{member}}}");
+                    let fields: Vec<Option<String>> = redis::cmd("HMGET")
+                        .arg(&client_key)
+                        .arg(&["hits", "score", "rate", "updated", "first", "last", "asn", "org"])
+                        .query_async(&mut connection)
+                        .await?;
+                    let agent: Option<String> = redis::cmd("GET")
+                        .arg(format!("{client_key}:ua"))
+                        .query_async(&mut connection)
+                        .await?;
+                    Ok::<_, RedisError>((member, fields, agent))
+                }
+            });
+            for read in futures_util::future::join_all(reads).await {
+                let (member, fields, agent) = read?;
+                // A member whose record expired, or that is not a key this version writes.
+                let Some(snapshot) = snapshot(member, &fields, agent, now, decay) else {
+                    continue;
+                };
+                over += u64::from(snapshot.history.trap_score >= threshold);
+                clients.push(snapshot);
+            }
+        }
+        clients.sort_by(|a, b| b.history.trap_score.total_cmp(&a.history.trap_score));
+        Ok((clients, over))
+    }
+
+    async fn ping(&self) -> bool {
+        let Some(connection) = self.connection.get() else {
+            return false;
+        };
+        let result: Result<String, RedisError> =
+            redis::cmd("PING").query_async(&mut connection.clone()).await;
+        match result {
+            Ok(_) => {
+                self.succeeded();
+                true
+            }
+            Err(error) => {
+                self.failed("ping", &error);
+                false
+            }
+        }
+    }
+
+    fn succeeded(&self) {
+        let before = self.health.swap(UP, Ordering::Relaxed);
+        if before != UP {
+            self.metrics.store_up(true);
+            if before == DOWN {
+                tracing::info!(store = %self.config.describe(), "the client store answers again; sharing resumed");
+            } else {
+                tracing::info!(store = %self.config.describe(), "connected to the client store");
+            }
+        }
+    }
+
+    fn failed(&self, operation: &'static str, error: &RedisError) {
+        self.metrics.store_error(operation);
+        let before = self.health.swap(DOWN, Ordering::Relaxed);
+        if before != DOWN {
+            self.metrics.store_up(false);
+            tracing::warn!(
+                store = %self.config.describe(),
+                %error,
+                "the client store is not answering; verdicts use this replica's own records until it does"
+            );
+        }
+    }
+
+    fn connect(&self) -> Result<Connection, RedisError> {
+        let password = match &self.config.password_env {
+            Some(name) => match std::env::var(name) {
+                Ok(password) => Some(password),
+                Err(_) => {
+                    tracing::warn!(variable = %name, "the store's password variable is not set; connecting without it");
+                    None
+                }
+            },
+            None => None,
+        };
+        if self.config.is_cluster() {
+            let mut builder = ClusterClientBuilder::new(self.config.urls.clone())
+                .connection_timeout(COMMAND_TIMEOUT)
+                .response_timeout(COMMAND_TIMEOUT)
+                .retries(1);
+            if let Some(password) = password {
+                builder = builder.password(password);
+            }
+            let client = builder.build()?;
+            let config = redis::cluster::ClusterConfig::new()
+                .set_connection_timeout(COMMAND_TIMEOUT)
+                .set_response_timeout(COMMAND_TIMEOUT);
+            Ok(Connection::Cluster(client.get_pending_async_connection_with_config(config)))
+        } else {
+            let mut info = self.config.urls[0].as_str().into_connection_info()?;
+            if let Some(password) = password {
+                let settings = info.redis_settings().clone().set_password(password);
+                info = info.set_redis_settings(settings);
+            }
+            let client = redis::Client::open(info)?;
+            let config = ConnectionManagerConfig::new()
+                .set_connection_timeout(Some(COMMAND_TIMEOUT))
+                .set_response_timeout(Some(COMMAND_TIMEOUT))
+                .set_number_of_retries(1)
+                .set_max_delay(COMMAND_TIMEOUT);
+            Ok(Connection::Single(ConnectionManager::new_lazy_with_config(client, config)?))
+        }
+    }
+}
+
+fn idle_ms(config: &super::ClientStateConfig) -> u64 {
+    config.idle_timeout.as_millis().max(1) as u64
+}
+
+fn parse_float(text: &str) -> Result<f64, RedisError> {
+    text.parse::<f64>()
+        .ok()
+        .filter(|value| value.is_finite())
+        .ok_or_else(|| RedisError::from((redis::ErrorKind::Parse, "not a number", text.to_string())))
+}
+
+/// The admin view of a stored client, decayed to `now` (Redis time).
+fn snapshot(
+    member: &str,
+    fields: &[Option<String>],
+    agent: Option<String>,
+    now: f64,
+    decay: f64,
+) -> Option<ClientSnapshot> {
+    let key: ClientKey = member.parse().ok()?;
+    let number = |index: usize| fields.get(index)?.as_deref()?.parse::<f64>().ok().filter(|v| v.is_finite());
+    let trap_hits = fields.first()?.as_deref()?.parse::<u64>().ok()?;
+    let updated = number(3)?;
+    let elapsed = (now - updated).max(0.0);
+    let history = super::History {
+        trap_hits,
+        trap_score: number(1)? * (-elapsed * decay).exp(),
+        request_rate: number(2)? * (-elapsed * ln2_over(Duration::from_secs(RATE_HALF_LIFE_SECONDS))).exp(),
+        rate_limited: false,
+    };
+    let time = |seconds: f64| UNIX_EPOCH + Duration::from_secs_f64(seconds.max(0.0));
+    Some(ClientSnapshot {
+        key,
+        history,
+        first_seen: number(4).map_or(SystemTime::UNIX_EPOCH, time),
+        last_seen: number(5).map_or(SystemTime::UNIX_EPOCH, time),
+        last_user_agent: agent.unwrap_or_default(),
+        asn: fields.get(6)?.as_deref().and_then(|asn| asn.parse().ok()),
+        asn_org: fields.get(7)?.clone().filter(|org| !org.is_empty()),
+    })
+}

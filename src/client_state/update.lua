@@ -1,0 +1,78 @@
+-- One client's shared record, updated atomically on the server (client_state/store.rs).
+--
+-- KEYS[1]  the client's hash:        quagmire:{<client>}
+-- KEYS[2]  its last user agent:      quagmire:{<client>}:ua  (a string of its own, so the hash
+--          stays small enough for Redis's compact encoding; same hash tag, same cluster slot)
+-- ARGV     requests, trap hits (both since the replica's last update), trap half-life (s),
+--          request-rate half-life (s), requests per minute, idle timeout (ms), user agent,
+--          ASN, AS organisation ('' = not known: leave as is)
+--
+-- Time is Redis's own (TIME), the one clock every replica's updates meet at: replicas' clocks
+-- may disagree, and decay computed on two clocks would drift apart. The arithmetic is the local
+-- cache's: exponential decay since the last update, then the new requests and hits added; the
+-- request quota is a GCRA (a bucket of `per_minute` requests refilled at `per_minute` a minute),
+-- as governor computes it locally.
+--
+-- Returns { trap hits, trap score, request rate, 1 if over the quota else 0 }; the two decayed
+-- values as strings (a Lua number returned to Redis loses its fraction).
+
+local requests = tonumber(ARGV[1])
+local hits = tonumber(ARGV[2])
+local trap_half_life = tonumber(ARGV[3])
+local rate_half_life = tonumber(ARGV[4])
+local per_minute = tonumber(ARGV[5])
+local idle_ms = tonumber(ARGV[6])
+
+local time = redis.call('TIME')
+local now = tonumber(time[1]) + tonumber(time[2]) / 1000000
+
+local old = redis.call('HMGET', KEYS[1], 'hits', 'score', 'rate', 'updated', 'tat')
+local total_hits = (tonumber(old[1]) or 0) + hits
+local score = tonumber(old[2]) or 0
+local rate = tonumber(old[3]) or 0
+local updated = tonumber(old[4]) or now
+local tat = tonumber(old[5]) or now
+
+-- A failover to a server whose clock is behind must not make scores grow: no negative decay.
+local elapsed = now - updated
+if elapsed < 0 then
+  elapsed = 0
+  now = updated
+end
+local ln2 = math.log(2)
+score = score * math.exp(-elapsed * ln2 / trap_half_life) + hits
+rate = rate * math.exp(-elapsed * ln2 / rate_half_life) + requests
+
+-- GCRA: each allowed request moves the theoretical arrival time one interval on; a request is
+-- allowed while that stays within the burst (a minute's worth) of now.
+local interval = 60 / per_minute
+if tat < now then
+  tat = now
+end
+local room = math.floor((now + 60 - tat) / interval + 1e-9)
+if room < 0 then
+  room = 0
+end
+local allowed = math.min(requests, room)
+tat = tat + allowed * interval
+local limited
+if requests > 0 then
+  limited = allowed < requests
+else
+  limited = tat + interval - now > 60 + 1e-9
+end
+
+redis.call('HSET', KEYS[1], 'hits', total_hits, 'score', tostring(score), 'rate', tostring(rate),
+  'updated', tostring(now), 'tat', tostring(tat), 'last', tostring(now))
+redis.call('HSETNX', KEYS[1], 'first', tostring(now))
+if ARGV[8] ~= '' then
+  redis.call('HSET', KEYS[1], 'asn', ARGV[8], 'org', ARGV[9])
+end
+redis.call('PEXPIRE', KEYS[1], idle_ms)
+if ARGV[7] ~= '' then
+  redis.call('SET', KEYS[2], ARGV[7], 'PX', idle_ms)
+else
+  redis.call('PEXPIRE', KEYS[2], idle_ms)
+end
+
+return { total_hits, tostring(score), tostring(rate), limited and 1 or 0 }

@@ -1,0 +1,400 @@
+//! Several replicas sharing client state through a real Redis (started here on a loopback port,
+//! persistence off) and a real three-node Redis Cluster: a client trapped through one replica is
+//! trapped by the other, across restarts; the store stopped, hung and restarted under traffic;
+//! concurrent trap hits on two replicas adding up exactly.
+
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use crate::support::{Server, get, header, quagmire, require_program, verdict, write_file};
+
+const CHROME: &str = "Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/130.0.0.0 Safari/537.36";
+
+/// A `redis-server` on a loopback port, without persistence; killed on drop.
+struct Redis {
+    child: Option<Child>,
+    port: u16,
+    program: PathBuf,
+    dir: PathBuf,
+    cluster: bool,
+}
+
+impl Redis {
+    /// A server on a free port; `None` (test not run) when redis-server is missing outside CI.
+    fn start() -> Option<Redis> {
+        let program = require_program("redis-server")?;
+        let dir = tempfile::tempdir().unwrap().keep();
+        let mut redis = Redis { child: None, port: 0, program, dir, cluster: false };
+        for _ in 0..5 {
+            redis.port = free_port();
+            if redis.spawn() {
+                return Some(redis);
+            }
+        }
+        panic!("redis-server did not start on any of five ports");
+    }
+
+    /// Starts the server again on its port (after [`Redis::stop`]).
+    fn restart(&mut self) {
+        for _ in 0..50 {
+            if self.spawn() {
+                return;
+            }
+            // The port may linger for a moment after the old process died.
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        panic!("redis-server did not restart on port {}", self.port);
+    }
+
+    fn spawn(&mut self) -> bool {
+        let port = self.port.to_string();
+        let mut command = Command::new(&self.program);
+        command
+            .args(["--port", &port, "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
+            .args(["--dir", &self.dir.display().to_string()])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null());
+        if self.cluster {
+            let nodes = format!("nodes-{port}.conf");
+            command.args(["--cluster-enabled", "yes", "--cluster-config-file", &nodes]);
+        }
+        let mut child = command.spawn().expect("redis-server starts");
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while Instant::now() < deadline {
+            if child.try_wait().unwrap().is_some() {
+                return false;
+            }
+            if cli(self.port, &["PING"]) == "PONG" {
+                self.child = Some(child);
+                return true;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let _ = child.kill();
+        let _ = child.wait();
+        false
+    }
+
+    /// Kills the server (its data is gone: persistence is off).
+    fn stop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    /// SIGSTOP or SIGCONT: a server that accepts connections and never answers.
+    fn signal(&self, signal: &str) {
+        let pid = self.child.as_ref().unwrap().id().to_string();
+        assert!(Command::new("kill").args([signal, &pid]).status().unwrap().success());
+    }
+
+    fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}/0", self.port)
+    }
+}
+
+impl Drop for Redis {
+    fn drop(&mut self) {
+        self.stop();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// A port free now, whose cluster bus port (+10000) is a valid port too.
+fn free_port() -> u16 {
+    loop {
+        let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        if port < 55_000 && TcpListener::bind(("127.0.0.1", port + 10_000)).is_ok() {
+            return port;
+        }
+    }
+}
+
+/// `redis-cli -p PORT ARGS...`, its output trimmed ("" when it fails).
+fn cli(port: u16, args: &[&str]) -> String {
+    let output = Command::new("redis-cli").args(["-p", &port.to_string()]).args(args).output();
+    output.map(|output| String::from_utf8_lossy(&output.stdout).trim().to_string()).unwrap_or_default()
+}
+
+/// Starts a replica sharing state through `store` (one URL or several), with `extra` settings
+/// in its `clients` block.
+fn replica(dir: &Path, name: &str, store: &[String], extra: &str) -> Server {
+    let urls: Vec<String> = store.iter().map(|url| format!("\"{url}\"")).collect();
+    let config = format!("clients {{\n    store {}\n{extra}\n}}\n", urls.join(" "));
+    let path = write_file(dir, &format!("{name}.kdl"), &config);
+    Server::start(&["--config", &path])
+}
+
+/// The replicas below wait for the store longer than the default budget, so that a slow debug
+/// build on a busy machine cannot make them miss an answer; the budget has a test of its own.
+const PATIENT: &str = "    store-wait-ms 200";
+
+/// Twenty trap pages for `client` through `server`'s trap listener (a trusted loopback proxy).
+async fn walk_trap(server: &Server, client: &str, pages: usize) {
+    let http = reqwest::Client::new();
+    for i in 0..pages {
+        let response = http
+            .get(server.trap_url(&format!("/walk/{i}")))
+            .header("host", "site.example")
+            .header("x-forwarded-for", client)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), 200);
+    }
+}
+
+/// A browser's page view of `/docs` from `client`: the status and the deciding rule.
+async fn page_view(server: &Server, client: &str) -> (u16, String) {
+    let (status, headers) = verdict(
+        server,
+        &[
+            ("user-agent", CHROME),
+            ("accept", "text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8"),
+            ("accept-language", "en-GB,en;q=0.9"),
+            ("sec-fetch-site", "none"),
+            ("sec-fetch-mode", "navigate"),
+            ("sec-fetch-dest", "document"),
+            ("sec-ch-ua", "\"Chromium\";v=\"130\", \"Not?A_Brand\";v=\"99\""),
+            ("upgrade-insecure-requests", "1"),
+            ("x-forwarded-method", "GET"),
+            ("x-forwarded-proto", "https"),
+            ("x-forwarded-host", "site.example"),
+            ("x-forwarded-uri", "/docs"),
+            ("x-forwarded-for", client),
+        ],
+    )
+    .await;
+    (status, header(&headers, "x-quagmire-rule").to_string())
+}
+
+/// Clients listed by `server`'s `/api/trapped`.
+async fn trapped(server: &Server) -> Vec<serde_json::Value> {
+    let (status, _, body) = get(&format!("http://{}/api/trapped", server.verdict), "localhost").await;
+    assert_eq!(status, 200);
+    serde_json::from_str::<Vec<serde_json::Value>>(&body).unwrap()
+}
+
+async fn metrics(server: &Server) -> String {
+    get(&format!("http://{}/metrics", server.verdict), "localhost").await.2
+}
+
+/// Polls `check` every 50 ms until it holds or `within` passes; whether it held.
+async fn eventually<F: std::future::Future<Output = bool>>(
+    within: Duration,
+    mut check: impl FnMut() -> F,
+) -> bool {
+    let deadline = Instant::now() + within;
+    loop {
+        if check().await {
+            return true;
+        }
+        if Instant::now() > deadline {
+            return false;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+#[tokio::test]
+async fn a_client_that_walked_the_trap_on_one_replica_is_trapped_by_the_other_and_after_restarts() {
+    let Some(redis) = Redis::start() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let store = [redis.url()];
+    let a = replica(dir.path(), "a", &store, PATIENT);
+    let b = replica(dir.path(), "b", &store, PATIENT);
+
+    assert_eq!(page_view(&b, "198.51.100.7").await, (200, "".into()), "unknown to both replicas");
+    walk_trap(&a, "198.51.100.7", 20).await;
+    // B saw the client a moment ago, so its view may be up to two sync intervals (0.5 s) old:
+    // the target is that B's verdicts see A's hits within a second.
+    let walked = Instant::now();
+    let seen =
+        eventually(Duration::from_secs(1), || async { page_view(&b, "198.51.100.7").await.0 == 403 }).await;
+    assert!(seen, "B still allows the client {:?} after A's trap hits", walked.elapsed());
+    assert_eq!(page_view(&b, "198.51.100.7").await, (403, "trap-score".into()), "B traps what A saw");
+    assert_eq!(page_view(&b, "198.51.100.8").await.0, 200, "a client nobody trapped");
+
+    let listed = trapped(&b).await;
+    let client = listed.iter().find(|client| client["client"] == "198.51.100.7").expect("B lists A's client");
+    assert_eq!(client["trap_hits"], 20);
+    assert!(client["trap_score"].as_f64().unwrap() > 19.0, "{client}");
+
+    // Both replicas restart: the store remembers.
+    drop((a, b));
+    let a = replica(dir.path(), "a", &store, PATIENT);
+    let b = replica(dir.path(), "b", &store, PATIENT);
+    assert_eq!(page_view(&b, "198.51.100.7").await.0, 403, "remembered across restarts");
+    assert_eq!(page_view(&a, "198.51.100.7").await.0, 403);
+    assert!(trapped(&a).await.iter().any(|client| client["client"] == "198.51.100.7"));
+    let log = b.new_log_lines().join("\n") + &a.new_log_lines().join("\n");
+    assert!(!log.contains("not answering"), "{log}");
+}
+
+#[tokio::test]
+async fn the_start_log_says_which_store_and_a_store_down_at_start_does_not_stop_the_service() {
+    let Some(mut redis) = Redis::start() else { return };
+    redis.stop();
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("redis://:hunter2-secret@127.0.0.1:{}/0", redis.port);
+    let server = replica(dir.path(), "down", &[url], "");
+    let listening = &server.listening;
+    assert!(listening.contains(&format!("shared through redis://127.0.0.1:{}/0", redis.port)), "{listening}");
+    let mut log = Vec::new();
+    let warned = eventually(Duration::from_secs(10), || {
+        log.extend(server.new_log_lines());
+        let warned = log.iter().any(|line| line.contains("not answering"));
+        async move { warned }
+    })
+    .await;
+    assert!(warned, "no warning that the store is down: {log:?}");
+    assert!(!log.iter().any(|line| line.contains("hunter2")), "the password is never logged: {log:?}");
+
+    // And it answers verdicts meanwhile, from its own records.
+    assert_eq!(page_view(&server, "198.51.100.9").await.0, 200);
+    walk_trap(&server, "198.51.100.9", 20).await;
+    assert_eq!(page_view(&server, "198.51.100.9").await.0, 403, "local records still trap");
+}
+
+#[tokio::test]
+async fn with_the_store_stopped_or_hung_verdicts_answer_from_local_state_and_sharing_resumes_after() {
+    let Some(mut redis) = Redis::start() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let store = [redis.url()];
+    // The default budget (5 ms).
+    let a = replica(dir.path(), "a", &store, "");
+    let b = replica(dir.path(), "b", &store, "");
+    assert_eq!(page_view(&a, "203.0.113.1").await.0, 200);
+
+    redis.stop();
+    let mut slowest = Duration::ZERO;
+    for i in 0..40 {
+        let started = Instant::now();
+        let (status, _) = page_view(&a, &format!("203.0.113.{}", 10 + i)).await;
+        slowest = slowest.max(started.elapsed());
+        assert_eq!(status, 200);
+    }
+    // The store's own timeouts are a second: a verdict that waited for it would show.
+    assert!(slowest < Duration::from_millis(500), "slowest verdict with the store down: {slowest:?}");
+    // A crawler walks the trap on A while the store is down: A traps it from its own records.
+    walk_trap(&a, "203.0.113.99", 20).await;
+    assert_eq!(page_view(&a, "203.0.113.99").await.0, 403);
+    let text = metrics(&a).await;
+    assert!(text.contains("quagmire_store_up 0"), "{text}");
+    assert!(text.contains("quagmire_store_errors_total{operation="), "{text}");
+    let warnings = a.new_log_lines().iter().filter(|line| line.contains("not answering")).count();
+    assert_eq!(warnings, 1, "one warning per change of state, not one per request");
+
+    // Back: A catches up by itself, and B sees what A learned while the store was down.
+    redis.restart();
+    assert!(
+        eventually(Duration::from_secs(10), || async { page_view(&b, "203.0.113.99").await.0 == 403 }).await,
+        "B never saw the hits A recorded while the store was down"
+    );
+    assert!(a.new_log_lines().iter().any(|line| line.contains("answers again")));
+    assert!(metrics(&a).await.contains("quagmire_store_up 1"));
+
+    // Hung (accepting, never answering): verdicts still keep to the budget.
+    redis.signal("-STOP");
+    let mut slowest = Duration::ZERO;
+    for i in 0..20 {
+        let started = Instant::now();
+        let (status, _) = page_view(&b, &format!("203.0.113.{}", 150 + i)).await;
+        slowest = slowest.max(started.elapsed());
+        assert_eq!(status, 200);
+    }
+    redis.signal("-CONT");
+    assert!(slowest < Duration::from_millis(500), "slowest verdict with the store hung: {slowest:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_trap_hits_on_two_replicas_add_up_exactly() {
+    let Some(redis) = Redis::start() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let store = [redis.url()];
+    let a = std::sync::Arc::new(replica(dir.path(), "a", &store, PATIENT));
+    let b = std::sync::Arc::new(replica(dir.path(), "b", &store, PATIENT));
+    const PER_TASK: usize = 25;
+    let mut tasks = Vec::new();
+    for server in [a.clone(), b.clone()] {
+        for _ in 0..4 {
+            let server = server.clone();
+            tasks.push(tokio::spawn(async move { walk_trap(&server, "192.0.2.77", PER_TASK).await }));
+        }
+    }
+    for task in tasks {
+        task.await.unwrap();
+    }
+    let expected = (2 * 4 * PER_TASK).to_string();
+    let hits = || cli(redis.port, &["HGET", "quagmire:{192.0.2.77}", "hits"]);
+    assert!(
+        eventually(Duration::from_secs(10), || async { hits() == expected }).await,
+        "hits in the store: {} of {expected}",
+        hits()
+    );
+    // And none counted twice once everything has settled.
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    assert_eq!(hits(), expected);
+    let listed = trapped(&a).await;
+    assert_eq!(listed[0]["trap_hits"], 2 * 4 * PER_TASK as u64, "{listed:?}");
+}
+
+#[tokio::test]
+async fn replicas_share_through_a_redis_cluster() {
+    let Some(first) = Redis::start() else { return };
+    drop(first);
+    let mut nodes = Vec::new();
+    for _ in 0..3 {
+        let program = require_program("redis-server").unwrap();
+        let dir = tempfile::tempdir().unwrap().keep();
+        let mut node = Redis { child: None, port: free_port(), program, dir, cluster: true };
+        node.restart();
+        nodes.push(node);
+    }
+    let addresses: Vec<String> = nodes.iter().map(|node| format!("127.0.0.1:{}", node.port)).collect();
+    let created = Command::new("redis-cli")
+        .args(["--cluster", "create"])
+        .args(&addresses)
+        .args(["--cluster-replicas", "0", "--cluster-yes"])
+        .output()
+        .unwrap();
+    assert!(created.status.success(), "{}", String::from_utf8_lossy(&created.stdout));
+    let ready = || nodes.iter().all(|node| cli(node.port, &["CLUSTER", "INFO"]).contains("cluster_state:ok"));
+    assert!(
+        eventually(Duration::from_secs(20), || async { ready() }).await,
+        "the cluster never became ready"
+    );
+
+    let dir = tempfile::tempdir().unwrap();
+    let store: Vec<String> = addresses.iter().map(|address| format!("redis://{address}")).collect();
+    let a = replica(dir.path(), "a", &store, PATIENT);
+    let b = replica(dir.path(), "b", &store, PATIENT);
+    walk_trap(&a, "198.51.100.70", 20).await;
+    assert_eq!(page_view(&b, "198.51.100.70").await, (403, "trap-score".into()));
+    assert_eq!(page_view(&b, "198.51.100.71").await.0, 200);
+    // Thirty clients' records spread over the three nodes' slots.
+    for i in 0..30 {
+        walk_trap(&a, &format!("192.0.2.{i}"), 1).await;
+    }
+    let spread = || nodes.iter().all(|node| cli(node.port, &["DBSIZE"]).parse::<u64>().unwrap_or(0) > 0);
+    assert!(eventually(Duration::from_secs(5), || async { spread() }).await, "records on every node");
+    assert!(trapped(&b).await.iter().any(|client| client["client"] == "198.51.100.70"));
+}
+
+#[test]
+fn check_points_at_a_store_url_it_cannot_use() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = write_file(dir.path(), "bad.kdl", "clients {\n    store \"http://127.0.0.1:6379\"\n}\n");
+    let output = quagmire().args(["check", "--config", &path]).output().unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(!output.status.success());
+    assert!(stderr.contains("not a usable Redis URL"), "{stderr}");
+    assert!(stderr.contains("bad.kdl:2:11]"), "{stderr}");
+    let path =
+        write_file(dir.path(), "good.kdl", "clients {\n    store \"rediss://:pw@redis.example:6380/2\"\n}\n");
+    let output = quagmire().args(["check", "--config", &path]).output().unwrap();
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+}
