@@ -328,6 +328,22 @@ mod tests {
     const PROXY: &str = "127.0.0.1";
 
     #[test]
+    fn a_key_reads_back_from_its_text() {
+        let identity = ClientIdentity::new(vec![], 24, 64);
+        for address in ["192.0.2.77", "2001:db8:1:2::99"] {
+            let key = identity.key(address.parse().unwrap());
+            assert_eq!(key.to_string().parse::<ClientKey>().unwrap(), key, "{key}");
+        }
+        let full = ClientIdentity::new(vec![], 32, 128).key("192.0.2.1".parse().unwrap());
+        assert_eq!("192.0.2.1".parse::<ClientKey>().unwrap(), full);
+        // A text naming bits beyond its prefix is masked to it, never trusted as written.
+        assert_eq!("192.0.2.77/24".parse::<ClientKey>().unwrap().to_string(), "192.0.2.0/24");
+        for bad in ["", "192.0.2.1/33", "2001:db8::/129", "example.com", "192.0.2.1/x", "1.2.3.4/24/1"] {
+            assert!(bad.parse::<ClientKey>().is_err(), "{bad}");
+        }
+    }
+
+    #[test]
     fn untrusted_peers_are_the_client_whatever_they_claim() {
         let claims = [("x-forwarded-for", "1.1.1.1"), ("forwarded", "for=3.3.3.3"), ("x-real-ip", "2.2.2.2")];
         assert_eq!(client("203.0.113.9", &claims), ip("203.0.113.9"));

@@ -220,7 +220,7 @@ impl ClientStates {
             let (store, record) = (store.clone(), record.clone());
             // Spawned, so an update the verdict stops waiting for still completes and is kept.
             tokio::spawn(async move {
-                store.sync(key, &record).await;
+                store.sync(key, &record, true).await;
                 drop(permit);
             })
         };
@@ -291,7 +291,7 @@ impl ClientStates {
                 shared.queued = store.enqueue(key);
             }
             // Other replicas should see a trap hit soon, not at the next interval.
-            store.wake();
+            store.urgent(key);
         }
         inner.current(Instant::now(), &self.config)
     }
@@ -421,24 +421,25 @@ impl Record {
     }
 
     /// Moves the unsent requests and hits in flight and returns them to send; `None` when an
-    /// update is already in flight.
-    fn take_unsent(&self) -> Option<Batch> {
+    /// update is already in flight, or when nothing is unsent and `even_empty` is false (a
+    /// verdict's refresh asks even then: it wants the view).
+    fn take_unsent(&self, even_empty: bool) -> Option<Batch> {
         let mut inner = self.inner.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
         let inner = &mut *inner;
         let shared = inner.shared.get_or_insert_with(Box::default);
-        if shared.in_flight.is_some() {
-            shared.queued = false;
+        shared.queued = false;
+        let empty = shared.unsent.requests == 0 && shared.unsent.hits == 0;
+        if shared.in_flight.is_some() || (empty && !even_empty) {
             return None;
         }
         let delta = std::mem::take(&mut shared.unsent);
         shared.in_flight = Some(delta);
-        shared.queued = false;
-        let requested = delta.requests > 0;
+        let user_agent = (!inner.last_user_agent.is_empty()).then(|| inner.last_user_agent.clone());
         Some(Batch {
             delta,
-            user_agent: requested.then(|| inner.last_user_agent.clone()),
-            asn: if requested { inner.asn } else { None },
-            asn_org: if requested { inner.asn_org.as_deref().map(str::to_string) } else { None },
+            user_agent,
+            asn: inner.asn,
+            asn_org: inner.asn_org.as_deref().map(str::to_string),
         })
     }
 
@@ -568,6 +569,75 @@ mod tests {
         }
         assert!(states.len() <= 110, "{} records", states.len());
         assert!(evictions.load(std::sync::atomic::Ordering::Relaxed) >= 4800);
+    }
+
+    /// Records in front of a store that is never connected: the near-cache arithmetic alone.
+    fn shared_states() -> ClientStates {
+        let config = ClientStateConfig {
+            capacity: 1000,
+            idle_timeout: Duration::from_secs(3600),
+            trap_half_life: Duration::from_secs(600),
+            requests_per_minute: 600,
+            store: StoreConfig { urls: vec!["redis://127.0.0.1:1/0".into()], ..StoreConfig::default() },
+        };
+        let store =
+            Store::new(config.store.clone(), config.clone(), Arc::new(crate::metrics::Metrics::new()));
+        ClientStates::new(config, || {}).with_store(store)
+    }
+
+    #[test]
+    fn with_a_store_the_history_is_its_view_plus_what_was_not_sent() {
+        let states = shared_states();
+        let client = key("192.0.2.1");
+        for _ in 0..3 {
+            observe(&states, "192.0.2.1");
+        }
+        states.record_trap_hit(client);
+        // No answer from the store yet: this replica's own records.
+        let local = states.history(client);
+        assert_eq!((local.trap_hits, local.request_rate.round()), (1, 3.0));
+
+        let record = states.cache.get(&client).unwrap();
+        let batch = record.take_unsent(false).unwrap();
+        assert_eq!((batch.delta.requests, batch.delta.hits), (3, 1));
+        assert_eq!(batch.user_agent.as_deref(), Some("test-agent"));
+        assert!(record.take_unsent(true).is_none(), "one update in flight at a time");
+        // Sent, not answered: still counted.
+        assert_eq!(states.history(client).trap_hits, 1);
+        observe(&states, "192.0.2.1");
+        states.record_trap_hit(client);
+
+        // The store answers with what every replica sent: 40 hits, one of them this replica's.
+        let view = View {
+            trap_hits: 40,
+            trap_score: 30.0,
+            request_rate: 90.0,
+            rate_limited: true,
+            at: Instant::now(),
+        };
+        assert!(record.apply(view) || record.inner.lock().unwrap().shared.as_ref().unwrap().queued);
+        let shared = states.history(client);
+        assert_eq!(shared.trap_hits, 41, "the view and the hit sent since");
+        assert!(shared.trap_score > 30.9 && shared.trap_score <= 31.0, "{shared:?}");
+        assert!(shared.request_rate > 90.9 && shared.request_rate <= 91.0, "{shared:?}");
+        assert!(observe(&states, "192.0.2.1").rate_limited, "over the quota across replicas");
+    }
+
+    #[test]
+    fn a_failed_update_is_sent_again_unless_it_may_have_landed() {
+        let states = shared_states();
+        let client = key("192.0.2.2");
+        states.record_trap_hit(client);
+        let record = states.cache.get(&client).unwrap();
+
+        let batch = record.take_unsent(false).unwrap();
+        record.restore(batch.delta, true);
+        let again = record.take_unsent(false).unwrap();
+        assert_eq!(again.delta.hits, 1, "refused: sent again");
+
+        record.restore(again.delta, false);
+        assert!(record.take_unsent(false).is_none(), "timed out: never counted twice");
+        assert_eq!(record.take_unsent(true).unwrap().delta.hits, 0, "a refresh still asks");
     }
 
     #[test]

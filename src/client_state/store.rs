@@ -133,7 +133,10 @@ pub struct Store {
     update: Script,
     trapped: Script,
     queue: mpsc::Sender<ClientKey>,
-    queued: Mutex<Option<mpsc::Receiver<ClientKey>>>,
+    /// Clients with trap hits to send at once (a client may be in both queues).
+    hits: mpsc::Sender<ClientKey>,
+    /// The receivers, taken by the syncer: changed clients, and clients with trap hits.
+    queued: Mutex<Option<(mpsc::Receiver<ClientKey>, mpsc::Receiver<ClientKey>)>>,
     wake: Notify,
     health: AtomicU8,
     refreshes: Arc<Semaphore>,
@@ -179,6 +182,7 @@ impl Store {
     /// A store not yet connected; [`Store::run`] connects and sends.
     pub fn new(config: StoreConfig, client: super::ClientStateConfig, metrics: Arc<Metrics>) -> Store {
         let (queue, queued) = mpsc::channel(QUEUE);
+        let (hits, urgent) = mpsc::channel(QUEUE);
         Store {
             config,
             client,
@@ -186,7 +190,8 @@ impl Store {
             update: Script::new(include_str!("update.lua")),
             trapped: Script::new(include_str!("trapped.lua")),
             queue,
-            queued: Mutex::new(Some(queued)),
+            hits,
+            queued: Mutex::new(Some((queued, urgent))),
             wake: Notify::new(),
             health: AtomicU8::new(UNKNOWN),
             refreshes: Arc::new(Semaphore::new(REFRESHES)),
@@ -204,8 +209,10 @@ impl Store {
         self.queue.try_send(key).is_ok()
     }
 
-    /// Sends the queue now rather than at the next interval (after a trap hit).
-    pub(super) fn wake(&self) {
+    /// Sends `key` now rather than at the next interval (after a trap hit).
+    pub(super) fn urgent(&self, key: ClientKey) {
+        // A full queue is thousands of hits not yet sent: this one goes with the next interval.
+        let _ = self.hits.try_send(key);
         self.wake.notify_one();
     }
 
@@ -233,37 +240,40 @@ impl Store {
             }
         }
         tracing::info!(store = %self.config.describe(), "sharing client state through the store");
-        let Some(mut queued) = self.queued.lock().unwrap_or_else(std::sync::PoisonError::into_inner).take()
-        else {
+        let receivers = self.queued.lock().unwrap_or_else(std::sync::PoisonError::into_inner).take();
+        let Some((mut queued, mut urgent)) = receivers else {
             return;
         };
         let mut tick = tokio::time::interval(self.config.sync);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         let mut keys = Vec::with_capacity(ROUND);
         loop {
-            tokio::select! {
-                _ = tick.tick() => {}
-                () = self.wake.notified() => {}
-            }
+            let interval = tokio::select! {
+                _ = tick.tick() => true,
+                () = self.wake.notified() => false,
+            };
             if self.health.load(Ordering::Relaxed) != UP && !self.ping().await {
                 // Down: keep the queue for when it answers again, rather than failing every client.
                 continue;
             }
-            loop {
-                while keys.len() < ROUND {
-                    match queued.try_recv() {
-                        Ok(key) => keys.push(key),
-                        Err(_) => break,
-                    }
+            // Trap hits at once, everything else once an interval; and only what is queued now,
+            // so a client queued again during this pass waits for the next (its requests are
+            // sent in batches, not one update per request).
+            let (mut hits, mut requests) = (urgent.len(), if interval { queued.len() } else { 0 });
+            while hits + requests > 0 {
+                while keys.len() < ROUND && hits > 0 {
+                    hits -= 1;
+                    keys.extend(urgent.try_recv().ok());
                 }
-                if keys.is_empty() {
-                    break;
+                while keys.len() < ROUND && requests > 0 {
+                    requests -= 1;
+                    keys.extend(queued.try_recv().ok());
                 }
                 let store = &*self;
                 let records = &records;
                 let round = keys.drain(..).map(|key| async move {
                     if let Some(record) = records.get(&key) {
-                        store.sync(key, &record).await;
+                        store.sync(key, &record, false).await;
                     }
                 });
                 futures_util::future::join_all(round).await;
@@ -272,12 +282,13 @@ impl Store {
     }
 
     /// Sends `record`'s unsent requests and hits and takes the shared history back; nothing
-    /// when an update of it is already in flight.
-    pub(super) async fn sync(&self, key: ClientKey, record: &Record) {
+    /// when an update of it is already in flight, or when nothing is unsent and `even_empty`
+    /// is false.
+    pub(super) async fn sync(&self, key: ClientKey, record: &Record, even_empty: bool) {
         let Some(connection) = self.connection.get() else {
             return;
         };
-        let Some(batch) = record.take_unsent() else {
+        let Some(batch) = record.take_unsent(even_empty) else {
             return;
         };
         let client_key = format!("quagmire:{{{key}}}");

@@ -2,7 +2,8 @@
 --
 -- KEYS[1]  the client's hash:        quagmire:{<client>}
 -- KEYS[2]  its last user agent:      quagmire:{<client>}:ua  (a string of its own, so the hash
---          stays small enough for Redis's compact encoding; same hash tag, same cluster slot)
+--          stays small enough for Redis's compact encoding; same hash tag, same cluster slot;
+--          kept only for clients with trap hits, the ones /api/trapped lists)
 -- ARGV     requests, trap hits (both since the replica's last update), trap half-life (s),
 --          request-rate half-life (s), requests per minute, idle timeout (ms), user agent,
 --          ASN, AS organisation ('' = not known: leave as is)
@@ -69,10 +70,12 @@ if ARGV[8] ~= '' then
   redis.call('HSET', KEYS[1], 'asn', ARGV[8], 'org', ARGV[9])
 end
 redis.call('PEXPIRE', KEYS[1], idle_ms)
-if ARGV[7] ~= '' then
-  redis.call('SET', KEYS[2], ARGV[7], 'PX', idle_ms)
-else
-  redis.call('PEXPIRE', KEYS[2], idle_ms)
+if total_hits > 0 then
+  if ARGV[7] ~= '' then
+    redis.call('SET', KEYS[2], ARGV[7], 'PX', idle_ms)
+  else
+    redis.call('PEXPIRE', KEYS[2], idle_ms)
+  end
 end
 
 return { total_hits, tostring(score), tostring(rate), limited and 1 or 0 }
