@@ -384,6 +384,34 @@ async fn replicas_share_through_a_redis_cluster() {
     assert!(trapped(&b).await.iter().any(|client| client["client"] == "198.51.100.70"));
 }
 
+#[tokio::test]
+async fn the_password_can_come_from_the_environment() {
+    let Some(redis) = Redis::start() else { return };
+    assert_eq!(cli(redis.port, &["CONFIG", "SET", "requirepass", "s3cret-from-env"]), "OK");
+    let dir = tempfile::tempdir().unwrap();
+    let config = format!(
+        "clients {{\n    store \"{}\"\n    store-password-env \"TEST_STORE_PASSWORD\"\n{PATIENT}\n}}\n",
+        redis.url()
+    );
+    let path = write_file(dir.path(), "q.kdl", &config);
+    let env = [("QUAGMIRE_SECRET", crate::support::SECRET), ("TEST_STORE_PASSWORD", "s3cret-from-env")];
+    let a = Server::start_with_env(&["--config", &path], &env);
+    let b = Server::start_with_env(&["--config", &path], &env);
+    walk_trap(&a, "198.51.100.50", 20).await;
+    assert_eq!(page_view(&b, "198.51.100.50").await.0, 403, "shared through the password-protected store");
+    let text = metrics(&b).await;
+    assert!(text.contains("quagmire_store_up 1"), "{text}");
+
+    // Without the password, the store refuses: counted, and the replica answers on its own.
+    let c = replica(dir.path(), "c", &[redis.url()], PATIENT);
+    assert_eq!(page_view(&c, "198.51.100.50").await.0, 200, "C cannot read the store");
+    let refused = eventually(Duration::from_secs(5), || async {
+        metrics(&c).await.contains("quagmire_store_errors_total{operation=")
+    })
+    .await;
+    assert!(refused, "the refusals are counted");
+}
+
 #[test]
 fn check_points_at_a_store_url_it_cannot_use() {
     let dir = tempfile::tempdir().unwrap();
