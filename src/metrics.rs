@@ -68,6 +68,20 @@ struct NetworkLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ScopeLabels {
+    scope: &'static str,
+}
+
+/// Whose trapped clients a count covers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Scope {
+    /// This replica's own records: replicas' counts add up.
+    Replica,
+    /// The shared store's, the same on every replica: replicas' counts do not add up.
+    Shared,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct OperationLabels {
     operation: &'static str,
 }
@@ -104,7 +118,7 @@ pub struct Metrics {
     dripped_pages: Counter,
     drip_seconds: Counter<f64, AtomicU64>,
     trap_hits: Family<SourceLabels, Counter>,
-    clients_over_threshold: Gauge,
+    clients_over_threshold: Family<ScopeLabels, Gauge>,
     cache_entries: Gauge,
     cache_evictions: Counter,
     rule_errors: Family<RuleErrorLabels, Counter>,
@@ -189,8 +203,9 @@ impl Metrics {
             clients_over_threshold: register(
                 r,
                 "clients_over_threshold",
-                "Clients whose decayed trap score is at or over the trap threshold",
-                Gauge::default(),
+                "Clients whose decayed trap score is at or over the trap threshold, counted from this replica's \
+                 records (scope=\"replica\") or from the shared store (scope=\"shared\", the same on every replica)",
+                Family::default(),
             ),
             cache_entries: register(r, "client_cache_entries", "Clients remembered", Gauge::default()),
             cache_evictions: register(
@@ -358,9 +373,13 @@ impl Metrics {
 
     /// The Prometheus text exposition (format 0.0.4), after setting the gauges computed at
     /// scrape time.
-    pub fn render(&self, cache_entries: u64, clients_over_threshold: u64) -> String {
+    pub fn render(&self, cache_entries: u64, clients_over_threshold: u64, scope: Scope) -> String {
         self.cache_entries.set(cache_entries as i64);
-        self.clients_over_threshold.set(clients_over_threshold as i64);
+        let scope = match scope {
+            Scope::Replica => "replica",
+            Scope::Shared => "shared",
+        };
+        self.clients_over_threshold.get_or_create(&ScopeLabels { scope }).set(clients_over_threshold as i64);
         let mut open_metrics = String::new();
         // Writing to a String cannot fail.
         let _ = prometheus_client::encoding::text::encode(&mut open_metrics, &self.registry);
@@ -489,7 +508,7 @@ mod tests {
                 }
             }
         }
-        let text = metrics.render(0, 0);
+        let text = metrics.render(0, 0, Scope::Replica);
         let labels = text.lines().filter(|line| line.starts_with("quagmire_asn_verdicts_total{")).count();
         assert!(labels <= 2 * ASN_LABELS + 1, "{labels} ASN series");
         assert!(text.contains("asn=\"other\""));
@@ -512,7 +531,7 @@ mod tests {
         metrics.rule_error("spin", "time limit exceeded");
         metrics.reload("rules", false);
         metrics.evicted();
-        let text = metrics.render(12, 3);
+        let text = metrics.render(12, 3, Scope::Replica);
         for expected in [
             "quagmire_verdicts_total{verdict=\"trap\",rule=\"ai-crawlers\",mode=\"enforce\"} 1",
             "quagmire_decision_duration_seconds_bucket",
@@ -523,7 +542,7 @@ mod tests {
             "quagmire_trap_dripped_pages_total 1",
             "quagmire_trap_drip_seconds_total 1.5",
             "quagmire_trap_hits_total{source=\"trap_url\"} 1",
-            "quagmire_clients_over_threshold 3",
+            "quagmire_clients_over_threshold{scope=\"replica\"} 3",
             "quagmire_client_cache_entries 12",
             "quagmire_client_cache_evictions_total 1",
             "quagmire_rule_errors_total{rule=\"spin\",kind=\"time_limit\"} 1",

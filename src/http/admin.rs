@@ -17,6 +17,7 @@ use tokio::sync::Mutex;
 
 use crate::app::App;
 use crate::client_state::ClientSnapshot;
+use crate::metrics::Scope;
 
 /// Most clients `/api/trapped` lists, whatever `limit` asks for.
 const MAX_TRAPPED: usize = 1000;
@@ -51,6 +52,8 @@ struct Snapshot {
     /// The most trapped clients, most active first.
     trapped: Vec<ClientSnapshot>,
     over_threshold: u64,
+    /// Whether `trapped` and `over_threshold` come from the shared store or this replica.
+    scope: Scope,
     entries: u64,
     /// `/api/trapped` bodies rendered from this snapshot, by limit, so that scrapers looping on
     /// a large list render it once per snapshot, not once per scrape.
@@ -66,7 +69,7 @@ pub(crate) async fn metrics(State(app): State<Arc<App>>, headers: HeaderMap) -> 
         return refusal;
     }
     let snapshot = snapshot(&app).await;
-    let text = app.metrics.render(snapshot.entries, snapshot.over_threshold);
+    let text = app.metrics.render(snapshot.entries, snapshot.over_threshold, snapshot.scope);
     let content_type = HeaderValue::from_static("text/plain; version=0.0.4; charset=utf-8");
     ([(header::CONTENT_TYPE, content_type)], text).into_response()
 }
@@ -154,6 +157,7 @@ async fn snapshot(app: &Arc<App>) -> Arc<Snapshot> {
                 taken: Instant::now(),
                 trapped,
                 over_threshold,
+                scope: Scope::Shared,
                 entries: app.clients.len(),
                 rendered: std::sync::Mutex::default(),
             });
@@ -166,6 +170,7 @@ async fn snapshot(app: &Arc<App>) -> Arc<Snapshot> {
         taken: Instant::now(),
         trapped: walker.clients.most_trapped(MAX_TRAPPED),
         over_threshold: walker.clients.count_over(walker.rules.trap_threshold()),
+        scope: Scope::Replica,
         entries: walker.clients.len(),
         rendered: std::sync::Mutex::default(),
     })
@@ -175,6 +180,7 @@ async fn snapshot(app: &Arc<App>) -> Arc<Snapshot> {
         taken: Instant::now(),
         trapped: Vec::new(),
         over_threshold: 0,
+        scope: Scope::Replica,
         entries: 0,
         rendered: std::sync::Mutex::default(),
     }));

@@ -275,7 +275,7 @@ fn dashboard_and_alerts_use_only_metrics_quagmire_exports() {
     metrics.rule_error("r", "error");
     metrics.reload("rules", true);
     let exported: Vec<String> = metrics
-        .render(0, 0)
+        .render(0, 0, quagmire::metrics::Scope::Replica)
         .lines()
         .filter(|line| !line.starts_with('#'))
         .map(|line| line.split(['{', ' ']).next().unwrap().to_string())

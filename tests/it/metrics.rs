@@ -43,7 +43,7 @@ async fn metrics_count_verdicts_pages_and_hits() {
         "quagmire_verdicts_total{verdict=\"trap\",rule=\"trap-score\",mode=\"enforce\"} 1",
         "quagmire_trap_pages_total 8",
         "quagmire_trap_hits_total{source=\"trap_listener\"} 8",
-        "quagmire_clients_over_threshold 1",
+        "quagmire_clients_over_threshold{scope=\"replica\"} 1",
         "quagmire_client_cache_entries 3",
         "quagmire_user_agent_verdicts_total{family=\"chrome\",verdict=\"allow\"} 1",
         "quagmire_decision_duration_seconds_count 3",

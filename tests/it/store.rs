@@ -222,6 +222,8 @@ async fn a_client_that_walked_the_trap_on_one_replica_is_trapped_by_the_other_an
     let client = listed.iter().find(|client| client["client"] == "198.51.100.7").expect("B lists A's client");
     assert_eq!(client["trap_hits"], 20);
     assert!(client["trap_score"].as_f64().unwrap() > 19.0, "{client}");
+    let text = metrics(&b).await;
+    assert!(text.contains("quagmire_clients_over_threshold{scope=\"shared\"} 1"), "{text}");
 
     // Both replicas restart: the store remembers.
     drop((a, b));
