@@ -7,6 +7,7 @@
 
 pub mod escape;
 pub mod html;
+mod look;
 pub mod markov;
 mod page_buffer;
 mod prefetch;
@@ -62,6 +63,7 @@ impl Generator {
         let mut site_rng = Pcg64Mcg::from_seed(self.seed(host, None));
         let words = self.urls.words();
         let site = [&*words[below(&mut site_rng, WORD_COUNT)], &*words[below(&mut site_rng, WORD_COUNT)]];
+        let look = look::Look::new(rand::Rng::next_u64(&mut site_rng));
         let writer = html::PageWriter {
             chain: &self.chain,
             urls: &self.urls,
@@ -69,6 +71,7 @@ impl Generator {
             rng: Pcg64Mcg::from_seed(self.seed(host, Some(path))),
             out: page_buffer::Page::new(out, self.settings.max_bytes),
             walks: walks::Walks::new(),
+            look,
         };
         writer.write(site);
     }

@@ -27,7 +27,8 @@ const TAG_WORDS: usize = 3;
 /// The embedded slug dictionary (see `corpus/README.md` for how it was made).
 const EMBEDDED_WORDS: &str = include_str!("../corpus/url-words.txt");
 
-/// Top-level sections that ordinary sites use; the first path segment is one of these.
+/// Top-level sections that ordinary sites use. Each secret takes a few of them (its site's
+/// sections), so URL shapes differ between deployments; the first path segment is one of those.
 const SECTIONS: &[&str] = &[
     "archive",
     "articles",
@@ -49,12 +50,55 @@ const SECTIONS: &[&str] = &[
     "stories",
     "topics",
     "writing",
+    "about",
+    "docs",
+    "learn",
+    "insights",
+    "updates",
+    "press",
+    "media",
+    "projects",
+    "research",
+    "magazine",
+    "columns",
+    "opinion",
+    "culture",
+    "travel",
+    "food",
+    "science",
+    "history",
+    "tech",
+    "books",
+    "photos",
+    "podcast",
+    "talks",
+    "tutorials",
+    "recipes",
+    "interviews",
+    "weekly",
+    "digest",
+    "briefs",
+    "analysis",
+    "field-notes",
+    "dispatches",
+    "notebook",
+    "almanac",
+    "chronicle",
+    "gazette",
+    "bulletin",
+    "review",
 ];
+
+/// Sections a site has: this many from [`SECTIONS`].
+const SITE_SECTIONS: usize = 6;
 
 /// Mints and recognises trap URLs under one secret.
 #[derive(Clone)]
 pub struct TrapUrls {
     key: [u8; 16],
+    /// This secret's sections (indexes into [`SECTIONS`]) and date style in paths.
+    sections: [u8; SITE_SECTIONS],
+    dates: u8,
     words: Vec<Box<str>>,
     index: HashMap<Box<str>, u16>,
 }
@@ -97,7 +141,17 @@ impl TrapUrls {
         let derived = blake3::derive_key("quagmire 2026-12 trap-url tag", secret);
         let mut key = [0; 16];
         key.copy_from_slice(&derived[..16]);
-        Ok(TrapUrls { key, words, index })
+        let shape = blake3::derive_key("quagmire 2026-12 trap-url shape", secret);
+        let mut sections = [0u8; SITE_SECTIONS];
+        let mut taken = 0;
+        for &byte in shape.iter().cycle().skip(1).take(256) {
+            let section = (usize::from(byte) % SECTIONS.len()) as u8;
+            if taken < SITE_SECTIONS && !sections[..taken].contains(&section) {
+                sections[taken] = section;
+                taken += 1;
+            }
+        }
+        Ok(TrapUrls { key, sections, dates: shape[0] % 4, words, index })
     }
 
     /// The slug dictionary, in tag order.
@@ -109,7 +163,8 @@ impl TrapUrls {
     pub fn mint<R: Rng + ?Sized>(&self, rng: &mut R, out: &mut Vec<u8>) {
         let start = out.len();
         out.push(b'/');
-        out.extend_from_slice(SECTIONS[below(rng, SECTIONS.len())].as_bytes());
+        let section = self.sections[below(rng, SITE_SECTIONS)];
+        out.extend_from_slice(SECTIONS[usize::from(section)].as_bytes());
         out.push(b'/');
         match below(rng, 4) {
             0 => {}
@@ -117,11 +172,30 @@ impl TrapUrls {
                 out.extend_from_slice(self.words[below(rng, WORD_COUNT)].as_bytes());
                 out.push(b'/');
             }
+            // The site's date style: year and month, year alone, the full date, or none.
             _ => {
-                push_number(out, 2008 + below(rng, 18), 4);
-                out.push(b'/');
-                push_number(out, 1 + below(rng, 12), 2);
-                out.push(b'/');
+                let (year, month, day) = (2008 + below(rng, 18), 1 + below(rng, 12), 1 + below(rng, 28));
+                match self.dates {
+                    0 => {
+                        push_number(out, year, 4);
+                        out.push(b'/');
+                        push_number(out, month, 2);
+                        out.push(b'/');
+                    }
+                    1 => {
+                        push_number(out, year, 4);
+                        out.push(b'/');
+                    }
+                    2 => {
+                        push_number(out, year, 4);
+                        out.push(b'/');
+                        push_number(out, month, 2);
+                        out.push(b'/');
+                        push_number(out, day, 2);
+                        out.push(b'/');
+                    }
+                    _ => {}
+                }
             }
         }
         // One to three free words make the slug read naturally and give each prefix many URLs.

@@ -29,10 +29,12 @@ fn main() {
     let deployments: usize = args.next().and_then(|n| n.parse().ok()).unwrap_or(20);
     let pages: usize = args.next().and_then(|n| n.parse().ok()).unwrap_or(5);
     let config = Config::embedded();
-    let text = quagmire::corpus::load(config.corpus.embedded, &config.corpus.paths).expect("the corpus loads");
+    let text =
+        quagmire::corpus::load(config.corpus.embedded, &config.corpus.paths).expect("the corpus loads");
     let mut markup: Vec<Vec<Vec<u8>>> = Vec::new();
     for deployment in 0..deployments {
-        let secret = blake3::hash(format!("fingerprint deployment {deployment}").as_bytes()).to_hex().to_string();
+        let secret =
+            blake3::hash(format!("fingerprint deployment {deployment}").as_bytes()).to_hex().to_string();
         let chain = Chain::train(&text, config.corpus.order).expect("the corpus trains");
         let generator = Generator::new(
             chain,

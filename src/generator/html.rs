@@ -1,33 +1,20 @@
 //! The page layout: an ordinary-looking article page written straight into one output buffer.
 //!
 //! Head, site header with navigation, an article of headings, paragraphs, lists and quotes, a
-//! "related" list and a footer. Every `href` is a minted trap URL, and every piece of corpus or URL
-//! text goes through [`super::escape`], so nothing in a corpus can inject markup.
+//! "related" list and a footer, each element as the site's [`Look`] has it (tags, classes, order,
+//! wording). Every `href` is a minted trap URL, and every piece of corpus or URL text goes through
+//! [`super::escape`], so nothing in a corpus can inject markup.
 
 use rand::Rng;
 
 use super::PageSettings;
 use super::escape::escape;
+use super::look::{Look, RelatedPlace, Role};
 use super::markov::{Chain, Position};
 use super::page_buffer::Page;
 use super::walks::Walks;
-use crate::numbers::{Decimal, below};
+use crate::numbers::below;
 use crate::trap_url::TrapUrls;
-
-const MONTHS: [&str; 12] = [
-    "January",
-    "February",
-    "March",
-    "April",
-    "May",
-    "June",
-    "July",
-    "August",
-    "September",
-    "October",
-    "November",
-    "December",
-];
 
 /// Bytes the page still needs after the article body (related list, footer), per link and fixed.
 const TAIL_BYTES_PER_LINK: usize = 110;
@@ -41,6 +28,7 @@ pub(super) struct PageWriter<'a, R: Rng> {
     pub(super) rng: R,
     pub(super) out: Page<'a>,
     pub(super) walks: Walks,
+    pub(super) look: Look,
 }
 
 impl<R: Rng + Clone> PageWriter<'_, R> {
@@ -59,55 +47,143 @@ impl<R: Rng + Clone> PageWriter<'_, R> {
         let footer_links = (links - nav_links).min(2);
         let related_links = links - nav_links - footer_links;
         let start = self.out.len();
+        let look = self.look;
 
         let title = self.head(site);
+        self.open(Role::Body);
+        self.newline();
+        self.open(Role::Wrapper);
         self.site_header(site, nav_links);
-        self.push("<main>\n<article>\n<h1>");
+        self.open(Role::Main);
+        self.newline();
+        self.open(Role::Article);
+        self.newline();
+        let meta_first = look.meta_first();
+        if meta_first {
+            self.meta();
+        }
+        self.push("<h1>");
         // The same heading as the title, copied rather than walked again.
         self.out.repeat(title);
-        self.push("</h1>\n<p class=\"meta\">Posted ");
-        self.date();
-        self.push("</p>\n");
+        self.push("</h1>");
+        self.newline();
+        if !meta_first {
+            self.meta();
+        }
         let tail = TAIL_BYTES_FIXED + TAIL_BYTES_PER_LINK * (related_links + footer_links);
         self.article_body(start + target.saturating_sub(tail));
-        self.push("</article>\n");
-        self.related(related_links);
-        self.push("</main>\n");
+        let place = look.related_place();
+        if place == RelatedPlace::InArticle {
+            self.related(related_links);
+        }
+        self.close(Role::Article);
+        if place == RelatedPlace::AfterArticle {
+            self.related(related_links);
+        }
+        self.close(Role::Main);
+        if place == RelatedPlace::AfterMain {
+            self.related(related_links);
+        }
         self.footer(site, footer_links);
+        self.close(Role::Wrapper);
+        self.look.end(&mut self.out);
+    }
+
+    fn newline(&mut self) {
+        self.look.newline(&mut self.out);
+    }
+
+    fn open(&mut self, role: Role) {
+        self.look.open(role, self.urls.words(), &mut self.out);
+    }
+
+    /// Closes `role` and ends the line.
+    fn close(&mut self, role: Role) {
+        self.look.close(role, self.urls.words(), &mut self.out);
+        self.newline();
     }
 
     /// The document head; returns where the title's heading was written, for the `<h1>`.
     fn head(&mut self, site: [&str; 2]) -> std::ops::Range<usize> {
-        self.push(
-            "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n\
-             <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n<title>",
-        );
+        // The doctype and these two metas are what every page has; the rest is the site's look.
+        self.push("<!DOCTYPE html>\n");
+        self.look.html_open(&mut self.out);
+        self.push("<meta charset=\"utf-8\">");
+        self.newline();
+        self.push("<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">");
+        self.newline();
+        let title_first = self.look.title_first();
+        // The title walks the page RNG first whatever the order, so pages differ only in layout.
         let title_start = self.chain.sentence_start(&mut self.rng);
         let title_words = 4 + below(&mut self.rng, 6);
-        let title_from = self.out.len();
-        self.heading(title_start, title_words);
-        let title = title_from..self.out.len();
-        self.push(" | ");
-        self.site_name(site);
-        self.push("</title>\n<meta name=\"description\" content=\"");
-        self.sentence(40);
-        self.push(
-            "\">\n<style>body{max-width:44rem;margin:0 auto;padding:1rem;font:17px/1.6 Georgia,serif;\
-             color:#222}header,footer{font-family:sans-serif}nav a{margin-right:1em}\
-             .meta{color:#666}</style>\n</head>\n",
-        );
+        let title = if title_first {
+            let title = self.title(site, title_start, title_words);
+            self.description();
+            self.look.style(self.urls.words(), &mut self.out);
+            title
+        } else {
+            self.look.style(self.urls.words(), &mut self.out);
+            let title = self.title(site, title_start, title_words);
+            self.description();
+            title
+        };
+        self.push("</head>");
+        self.newline();
         title
+    }
+
+    /// `<title>` with the heading at `at` and the site name; returns where the heading is.
+    fn title(&mut self, site: [&str; 2], at: Position, words: usize) -> std::ops::Range<usize> {
+        self.push("<title>");
+        let title_from = self.out.len();
+        self.heading(at, words);
+        let title = title_from..self.out.len();
+        self.look.title_separator(&mut self.out);
+        self.site_name(site);
+        self.push("</title>");
+        self.newline();
+        title
+    }
+
+    /// The description meta, when the site has one: a sentence.
+    fn description(&mut self) {
+        if let Some((open, close)) = self.look.description() {
+            self.push(open);
+            self.sentence(40);
+            self.push(close);
+            self.newline();
+        }
     }
 
     /// The site's header: its name and `nav_links` section links.
     fn site_header(&mut self, site: [&str; 2], nav_links: usize) {
-        self.push("<body>\n<header>\n<p class=\"site\">");
+        self.open(Role::Header);
+        self.newline();
+        self.open(Role::SiteName);
         self.site_name(site);
-        self.push("</p>\n<nav>");
-        for _ in 0..nav_links {
+        self.close(Role::SiteName);
+        self.open(Role::Nav);
+        self.section_links(nav_links);
+        self.close(Role::Nav);
+        self.close(Role::Header);
+    }
+
+    /// The date line.
+    fn meta(&mut self) {
+        self.open(Role::Meta);
+        self.look.meta_words(&mut self.out);
+        self.look.date(&mut self.rng, &mut self.out);
+        self.close(Role::Meta);
+    }
+
+    /// `links` section links, separated as the site separates them.
+    fn section_links(&mut self, links: usize) {
+        for i in 0..links {
+            if i > 0 {
+                self.look.nav_separator(&mut self.out);
+            }
             self.section_link();
         }
-        self.push("</nav>\n</header>\n");
     }
 
     /// Paragraphs, with now and then a list, a quote or a subheading, until the page holds
@@ -124,11 +200,11 @@ impl<R: Rng + Clone> PageWriter<'_, R> {
                 0 => self.list(),
                 1 => self.quote(),
                 _ if since_heading >= 3 && below(&mut self.rng, 2) == 0 => {
-                    self.push("<h2>");
+                    self.open(Role::Subheading);
                     let at = self.chain.sentence_start(&mut self.rng);
                     let words = 3 + below(&mut self.rng, 5);
                     self.heading(at, words);
-                    self.push("</h2>\n");
+                    self.close(Role::Subheading);
                     since_heading = 0;
                 }
                 _ => {}
@@ -138,29 +214,55 @@ impl<R: Rng + Clone> PageWriter<'_, R> {
 
     /// A "related" list of `links` article links (nothing when there are none).
     fn related(&mut self, links: usize) {
-        if links > 0 {
-            self.push("<aside>\n<h2>Related</h2>\n<ul>\n");
-            for _ in 0..links {
-                self.push("<li>");
-                self.article_link();
-                self.push("</li>\n");
-            }
-            self.push("</ul>\n</aside>\n");
+        if links == 0 {
+            return;
         }
+        self.open(Role::Related);
+        self.newline();
+        self.open(Role::RelatedHeading);
+        self.look.related_words(&mut self.out);
+        self.close(Role::RelatedHeading);
+        self.open(Role::RelatedList);
+        self.newline();
+        for _ in 0..links {
+            self.open(Role::RelatedItem);
+            self.article_link();
+            self.close(Role::RelatedItem);
+        }
+        self.close(Role::RelatedList);
+        self.close(Role::Related);
     }
 
-    /// The footer: a copyright line and `links` section links; ends the document.
+    /// The footer: a note (copyright and site name, in the site's wording) and `links` section
+    /// links.
     fn footer(&mut self, site: [&str; 2], links: usize) {
-        self.push("<footer>\n<p>&copy; ");
-        let year = Decimal::new(2026 - below(&mut self.rng, 3), 4);
-        self.out.push(year.as_bytes());
-        self.out.byte(b' ');
-        self.site_name(site);
-        self.push("</p>\n<nav>");
-        for _ in 0..links {
-            self.section_link();
+        self.open(Role::Footer);
+        self.newline();
+        let year = 2026 - below(&mut self.rng, 3);
+        let nav_first = self.look.footer_nav_first();
+        if nav_first {
+            self.footer_nav(links);
         }
-        self.push("</nav>\n</footer>\n</body>\n</html>\n");
+        self.open(Role::FooterNote);
+        let look = self.look;
+        look.footer_note(year, &mut self.out, |out| {
+            word_into(out, site[0], true);
+            out.byte(b' ');
+            word_into(out, site[1], true);
+        });
+        self.close(Role::FooterNote);
+        if !nav_first {
+            self.footer_nav(links);
+        }
+        self.close(Role::Footer);
+    }
+
+    fn footer_nav(&mut self, links: usize) {
+        if links > 0 {
+            self.open(Role::FooterNav);
+            self.section_links(links);
+            self.close(Role::FooterNav);
+        }
     }
 
     /// A paragraph of two to six sentences.
@@ -264,16 +366,7 @@ impl<R: Rng + Clone> PageWriter<'_, R> {
     }
 
     fn word(&mut self, word: &str, capitalise: bool) {
-        let out = &mut self.out;
-        let mut chars = word.chars();
-        if capitalise && let Some(first) = chars.next() {
-            for upper in first.to_uppercase() {
-                escape(upper.encode_utf8(&mut [0; 4]), |piece| out.push(piece));
-            }
-            escape(chars.as_str(), |piece| out.push(piece));
-        } else {
-            escape(word, |piece| out.push(piece));
-        }
+        word_into(&mut self.out, word, capitalise);
     }
 
     /// A navigation link labelled with the section its URL lives in.
@@ -306,21 +399,23 @@ impl<R: Rng + Clone> PageWriter<'_, R> {
         self.push("</a>");
     }
 
-    fn date(&mut self) {
-        let month = MONTHS[below(&mut self.rng, 12)];
-        self.push(month);
-        self.out.byte(b' ');
-        let day = Decimal::new(1 + below(&mut self.rng, 28), 1);
-        self.out.push(day.as_bytes());
-        self.push(", ");
-        let year = Decimal::new(2009 + below(&mut self.rng, 17), 4);
-        self.out.push(year.as_bytes());
-    }
-
     fn site_name(&mut self, site: [&str; 2]) {
         self.word(site[0], true);
         self.out.byte(b' ');
         self.word(site[1], true);
+    }
+}
+
+/// Writes `word` escaped, its first letter capitalised when asked.
+fn word_into(out: &mut Page<'_>, word: &str, capitalise: bool) {
+    let mut chars = word.chars();
+    if capitalise && let Some(first) = chars.next() {
+        for upper in first.to_uppercase() {
+            escape(upper.encode_utf8(&mut [0; 4]), |piece| out.push(piece));
+        }
+        escape(chars.as_str(), |piece| out.push(piece));
+    } else {
+        escape(word, |piece| out.push(piece));
     }
 }
 

@@ -179,7 +179,11 @@ fn pages_far_larger_or_smaller_than_expected_stay_whole() {
         let urls = TrapUrls::with_words(b"s", &long_words).unwrap();
         let generator = Generator::new(chain, urls, settings, b"s");
         let page = generator.page("example.org", "/x");
-        assert!(page.starts_with("<!DOCTYPE html>") && page.ends_with("</html>\n"), "{min_bytes}");
+        // Whole: it ends as every page of this site ends (the end is the site's look).
+        let other = generator.page("example.org", "/y");
+        let ending = &other[other.rfind("</a>").unwrap()..];
+        let ending = &ending[ending.find('>').unwrap() + 1..];
+        assert!(page.starts_with("<!DOCTYPE html>") && page.ends_with(ending), "{min_bytes}: {ending:?}");
         assert!(page.len() >= max_bytes);
         assert_eq!(hrefs(&page).len(), 15);
         for href in hrefs(&page) {
@@ -191,4 +195,53 @@ fn pages_far_larger_or_smaller_than_expected_stay_whole() {
 /// A distinct lowercase a-z suffix for word `i`.
 fn word_for(i: usize) -> String {
     (0..3).map(|digit| (b'a' + (i / 26usize.pow(digit) % 26) as u8) as char).collect()
+}
+
+/// The page's `<style>` element.
+fn stylesheet(page: &str) -> &str {
+    let start = page.find("<style").unwrap();
+    &page[start..start + page[start..].find("</style>").unwrap()]
+}
+
+#[test]
+fn a_site_keeps_its_look_from_page_to_page() {
+    let generator = generator("s");
+    let first = generator.page("example.org", "/one");
+    for path in ["/two", "/three/four", "/five?x=1"] {
+        let page = generator.page("example.org", path);
+        assert_eq!(stylesheet(&page), stylesheet(&first), "{path}");
+        // The same skeleton up to the title.
+        assert_eq!(page[..page.find("<title>").unwrap()], first[..first.find("<title>").unwrap()]);
+    }
+}
+
+#[test]
+fn deployments_and_sites_each_have_their_own_look() {
+    let looks: std::collections::HashSet<String> = (0..20)
+        .map(|i| stylesheet(&generator(&format!("secret {i}")).page("example.org", "/")).to_string())
+        .collect();
+    assert_eq!(looks.len(), 20, "twenty secrets, twenty stylesheets");
+    let generator = generator("s");
+    assert_ne!(
+        stylesheet(&generator.page("example.org", "/")),
+        stylesheet(&generator.page("example.com", "/")),
+        "two sites of one deployment look different too"
+    );
+}
+
+#[test]
+fn the_stylesheet_styles_classes_the_page_uses() {
+    for i in 0..20 {
+        let page = generator(&format!("secret {i}")).page("example.org", "/");
+        let css = stylesheet(&page);
+        let classes: Vec<&str> = css
+            .split('.')
+            .skip(1)
+            .map(|rest| rest.split(|c: char| !(c.is_ascii_alphanumeric() || c == '-' || c == '_')).next().unwrap())
+            .filter(|class| class.starts_with(|c: char| c.is_ascii_alphabetic()))
+            .collect();
+        for class in classes {
+            assert!(page.contains(&format!("class=\"{class}\"")), "secret {i}: .{class} styles nothing");
+        }
+    }
 }

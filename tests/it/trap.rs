@@ -44,7 +44,8 @@ async fn pages_look_like_an_ordinary_sites_pages() {
         }
         assert!(!page.to_lowercase().contains("quagmire"));
         assert!(page.starts_with("<!DOCTYPE html>"));
-        for part in ["<title>", "<h1>", "<p>", "<nav>", "<footer>"] {
+        // The rest of the skeleton (header, navigation, footer) is the site's look: its tags vary.
+        for part in ["<title>", "<h1>", "<p>", "<style", "href=\"/"] {
             assert!(page.contains(part), "{part} missing in {target}");
         }
         assert!((3_500..=14_000).contains(&page.len()), "{} bytes", page.len());

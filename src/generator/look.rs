@@ -1,0 +1,752 @@
+//! A site's look: everything on a trap page that is not corpus text (stylesheet, class names,
+//! the skeleton's elements and their order, navigation and footer wording, the date and title
+//! formats, whitespace) drawn from a space of plausible variants keyed by the secret and host,
+//! so that two deployments' pages share nothing a crawler could match beyond what every HTML
+//! page has (`bench/tools/fingerprint.rs` measures it).
+//!
+//! A look is only a seed. Each piece is drawn when it is written, from a generator seeded by the
+//! look and the piece, so a piece is the same on every page of a site, the stylesheet names the
+//! classes the elements carry, and nothing is stored or allocated per site.
+
+use rand::Rng;
+use rand_pcg::Pcg32;
+
+use super::page_buffer::Page;
+use crate::numbers::{Decimal, below};
+
+/// One site's look.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Look {
+    seed: u64,
+}
+
+/// A structural element of the page, each with its own tag, class and place.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Role {
+    Body,
+    Wrapper,
+    Header,
+    SiteName,
+    Nav,
+    Main,
+    Article,
+    Meta,
+    Related,
+    RelatedHeading,
+    RelatedList,
+    RelatedItem,
+    Footer,
+    FooterNote,
+    FooterNav,
+    Subheading,
+}
+
+/// Where the related-articles block goes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum RelatedPlace {
+    /// At the end of the article element.
+    InArticle,
+    /// After the article, inside the main element.
+    AfterArticle,
+    /// After the main element.
+    AfterMain,
+}
+
+/// Pieces drawn once per site; each number seeds the piece's own generator.
+#[derive(Clone, Copy)]
+#[repr(u64)]
+enum Piece {
+    Lang = 1,
+    HeadOrder,
+    Description,
+    Title,
+    Style,
+    Newlines,
+    Date,
+    MetaWords,
+    RelatedWords,
+    RelatedPlace,
+    MetaFirst,
+    FooterWords,
+    FooterNavFirst,
+    NavSeparator,
+    ClassWords,
+    End,
+    Comments,
+    // Per role, offset by the role's number.
+    Tag = 64,
+    Class = 128,
+}
+
+const LANGS: &[&str] = &["en", "en-US", "en-GB", "en-us", "en-gb"];
+const MONTHS: [&str; 12] = [
+    "January",
+    "February",
+    "March",
+    "April",
+    "May",
+    "June",
+    "July",
+    "August",
+    "September",
+    "October",
+    "November",
+    "December",
+];
+const META_WORDS: &[&str] = &[
+    "Posted",
+    "Published",
+    "Posted on",
+    "Published on",
+    "Written",
+    "Updated",
+    "Last updated",
+    "",
+    "",
+    "Filed",
+];
+const RELATED_WORDS: &[&str] = &[
+    "Related",
+    "Related posts",
+    "Related articles",
+    "Related reading",
+    "See also",
+    "Read next",
+    "More to read",
+    "Further reading",
+    "You might also like",
+    "Also on this site",
+    "More from the archive",
+    "Recent posts",
+    "Elsewhere on the site",
+    "Keep reading",
+    "More like this",
+    "Other articles",
+    "Popular posts",
+    "From the archive",
+];
+const NAV_SEPARATORS: &[&str] = &[
+    " ",
+    "\n",
+    " | ",
+    " &middot; ",
+    " / ",
+    " &bull; ",
+    " \u{b7} ",
+    " - ",
+    ", ",
+    " &#183; ",
+    " :: ",
+    "  ",
+    " &ndash; ",
+    " \u{2022} ",
+    " // ",
+    " &nbsp;",
+    "\n  ",
+];
+const FONTS: &[&str] = &[
+    "Georgia",
+    "\"Times New Roman\"",
+    "Palatino",
+    "\"Palatino Linotype\"",
+    "\"Book Antiqua\"",
+    "Garamond",
+    "Charter",
+    "\"Iowan Old Style\"",
+    "Cambria",
+    "\"PT Serif\"",
+    "\"Noto Serif\"",
+    "Merriweather",
+    "\"Source Serif Pro\"",
+    "\"Segoe UI\"",
+    "Roboto",
+    "Helvetica",
+    "Arial",
+    "\"Helvetica Neue\"",
+    "Verdana",
+    "Tahoma",
+    "\"Trebuchet MS\"",
+    "system-ui",
+    "-apple-system",
+    "\"Open Sans\"",
+    "Lato",
+    "\"Fira Sans\"",
+    "Inter",
+    "\"Source Sans Pro\"",
+    "Ubuntu",
+    "\"Gill Sans\"",
+];
+const GENERIC_FONTS: &[&str] = &["serif", "sans-serif", "serif", "sans-serif", "system-ui"];
+const LENGTH_UNITS: &[&str] = &["rem", "em", "px"];
+
+impl Look {
+    /// The look keyed by `seed` (from the secret and the host).
+    pub(super) fn new(seed: u64) -> Look {
+        Look { seed }
+    }
+
+    fn rng(&self, piece: u64) -> Pcg32 {
+        Pcg32::new(self.seed ^ piece.wrapping_mul(0x9e37_79b9_7f4a_7c15), piece.wrapping_mul(2) | 1)
+    }
+
+    fn pick<'a>(&self, piece: Piece, options: &[&'a str]) -> &'a str {
+        options[below(&mut self.rng(piece as u64), options.len())]
+    }
+
+    fn flip(&self, piece: Piece, one_in: usize) -> bool {
+        below(&mut self.rng(piece as u64), one_in) == 0
+    }
+
+    /// The line break written after block elements: a newline in one of several styles, or
+    /// nothing (minified pages).
+    pub(super) fn newline(&self, out: &mut Page<'_>) {
+        out.push(self.pick(Piece::Newlines, &["\n", "\n", "", "\r\n", "\n\n", " \n"]).as_bytes());
+    }
+
+    /// The end of the document: `</body>` and `</html>` as the site writes them (or leaves them
+    /// out, as HTML allows).
+    pub(super) fn end(&self, out: &mut Page<'_>) {
+        match below(&mut self.rng(Piece::End as u64), 4) {
+            0 => {
+                out.push(b"</body>");
+                self.newline(out);
+                out.push(b"</html>");
+            }
+            1 => out.push(b"</body></html>"),
+            2 => {}
+            _ => out.push(b"</body>\n</html>"),
+        }
+        self.newline(out);
+    }
+
+    /// `<html lang=...>` and `<head>`, before the charset.
+    pub(super) fn html_open(&self, out: &mut Page<'_>) {
+        out.push(b"<html lang=\"");
+        out.push(self.pick(Piece::Lang, LANGS).as_bytes());
+        out.push(b"\">");
+        self.newline(out);
+        out.push(b"<head>");
+        self.newline(out);
+    }
+
+    /// Whether the title comes before the description and stylesheet.
+    pub(super) fn title_first(&self) -> bool {
+        self.flip(Piece::HeadOrder, 2)
+    }
+
+    /// Writes the title's separator between the page heading and the site name.
+    pub(super) fn title_separator(&self, out: &mut Page<'_>) {
+        out.push(
+            self.pick(Piece::Title, &[" | ", " - ", " &mdash; ", " &middot; ", " :: ", " &ndash; "])
+                .as_bytes(),
+        );
+    }
+
+    /// How the description meta is written: `None` when this site has none, else the opening
+    /// (up to the content) and the closing.
+    pub(super) fn description(&self) -> Option<(&'static str, &'static str)> {
+        match below(&mut self.rng(Piece::Description as u64), 4) {
+            0 => None,
+            1 => Some(("<meta name=description content=\"", "\">")),
+            2 => Some(("<meta content=\"", "\" name=\"description\">")),
+            _ => Some(("<meta content=\"", "\" name=description>")),
+        }
+    }
+
+    /// The stylesheet, in a `<style>` element.
+    pub(super) fn style(&self, words: &[Box<str>], out: &mut Page<'_>) {
+        let mut rng = self.rng(Piece::Style as u64);
+        let format = &CSS_FORMATS[below(&mut rng, CSS_FORMATS.len())];
+        out.push(
+            [
+                b"<style>".as_slice(),
+                b"<style>",
+                b"<style type=\"text/css\">",
+                b"<style media=\"all\">",
+                b"<style media=\"screen\">",
+            ][below(&mut rng, 5)],
+        );
+        out.push(format.start.as_bytes());
+        let mut rules: [u8; 8] = [0, 1, 2, 3, 4, 5, 6, 7];
+        // Rule order varies too; the body rule comes first as most sites have it.
+        for i in (2..rules.len()).rev() {
+            rules.swap(i, 1 + below(&mut rng, i));
+        }
+        for rule in rules {
+            let mut css = Css { out: &mut *out, format, first: true };
+            match rule {
+                0 => {
+                    css.selector(b"", Some(Role::Body), self, words);
+                    if below(&mut rng, 2) == 0 {
+                        css.length(&mut rng, "padding", 4..24, 10);
+                    }
+                    css.length(&mut rng, "max-width", 34..64, 1);
+                    // `margin: X auto` with X drawn, so no two sites share the run of fixed text.
+                    css.length(&mut rng, "margin", 0..30, 10);
+                    css.out.push(b" auto");
+                    if below(&mut rng, 2) == 0 {
+                        css.length(&mut rng, "padding", 4..24, 10);
+                    }
+                    css.font(&mut rng);
+                    css.color(&mut rng, "color", 0x10..0x40);
+                    if below(&mut rng, 2) == 0 {
+                        css.color(&mut rng, "background", 0xe8..0x100);
+                    }
+                }
+                1 => {
+                    css.selector(b"", Some(Role::Header), self, words);
+                    css.length(&mut rng, "margin-bottom", 5..30, 10);
+                    if below(&mut rng, 2) == 0 {
+                        css.border(&mut rng, "border-bottom");
+                    }
+                    if below(&mut rng, 2) == 0 {
+                        css.font(&mut rng);
+                    }
+                }
+                2 => {
+                    css.selector(b" a", Some(Role::Nav), self, words);
+                    // Every declaration here has a drawn value: fixed ones side by side would be
+                    // a string many sites share.
+                    let property =
+                        ["margin-right", "padding", "margin-left", "padding-right"][below(&mut rng, 4)];
+                    if below(&mut rng, 2) == 0 {
+                        css.color(&mut rng, "color", 0x20..0xa0);
+                    }
+                    css.length(&mut rng, property, 2..12, 10);
+                }
+                3 => {
+                    css.selector(b"", Some(Role::Meta), self, words);
+                    css.color(&mut rng, "color", 0x50..0x90);
+                    css.length(&mut rng, "font-size", 75..95, 100);
+                }
+                4 => {
+                    css.selector(b"", Some(Role::Footer), self, words);
+                    css.length(&mut rng, "margin-top", 10..40, 10);
+                    css.color(&mut rng, "color", 0x40..0x80);
+                    if below(&mut rng, 2) == 0 {
+                        css.border(&mut rng, "border-top");
+                    }
+                }
+                5 => {
+                    let selector: &[u8] =
+                        [b" h1,h2,h3".as_slice(), b" h1, h2, h3", b" h1,h2", b" h2,h3"][below(&mut rng, 4)];
+                    css.selector(selector, Some(self.scope()), self, words);
+                    css.length(&mut rng, "line-height", 105..160, 100);
+                    if below(&mut rng, 2) == 0 {
+                        css.font(&mut rng);
+                    }
+                }
+                6 => {
+                    let selector: &[u8] =
+                        [b"a".as_slice(), b"a:link,a:visited", b"a, a:visited", b" a"][below(&mut rng, 4)];
+                    let scope = (selector[0] == b' ').then(|| self.scope());
+                    css.selector(selector, scope, self, words);
+                    css.color(&mut rng, "color", 0x10..0xa0);
+                }
+                _ => {
+                    // Scoped to the article (its class, or its tag), as themes write it.
+                    css.selector(b" blockquote", Some(self.scope()), self, words);
+                    if below(&mut rng, 2) == 0 {
+                        css.length(&mut rng, "padding-left", 5..20, 10);
+                        css.border(&mut rng, "border-left");
+                    } else {
+                        css.border(&mut rng, "border-left");
+                        css.length(&mut rng, "padding-left", 5..20, 10);
+                    }
+                }
+            }
+            css.end();
+        }
+        out.push(b"</style>");
+        self.newline(out);
+    }
+
+    /// The element article styles are scoped to: the first of the article's containers that has
+    /// a class on this site (a class is a drawn word; a bare tag would be text many sites share).
+    fn scope(&self) -> Role {
+        [Role::Article, Role::Main, Role::Wrapper, Role::Body]
+            .into_iter()
+            .find(|&role| !self.tag(role).is_empty() && self.has_class(role))
+            .unwrap_or(Role::Article)
+    }
+
+    /// The tag of `role` on this site.
+    fn tag(&self, role: Role) -> &'static str {
+        let options: &[&'static str] = match role {
+            Role::Body => &["body"],
+            Role::Wrapper => &["", "", "div"],
+            Role::Header => &["header", "header", "div"],
+            Role::SiteName => &["p", "div", "span", "strong"],
+            Role::Nav => &["nav", "nav", "div"],
+            Role::Main => &["main", "main", "div", "section"],
+            Role::Article => &["article", "article", "div", "section"],
+            Role::Meta => &["p", "div", "span", "small"],
+            Role::Related => &["aside", "section", "div", "nav"],
+            Role::RelatedHeading => &["h2", "h3", "h4", "strong"],
+            Role::RelatedList => &["ul", "ol", "ul"],
+            Role::RelatedItem => &["li"],
+            Role::Footer => &["footer", "footer", "div"],
+            Role::FooterNote => &["small", "span", "div"],
+            Role::FooterNav => &["nav", "div", "span"],
+            Role::Subheading => &["h2", "h3", "h2"],
+        };
+        options[below(&mut self.rng(Piece::Tag as u64 + role as u64), options.len())]
+    }
+
+    /// Whether `role` carries a class on this site (the footer note and list never need one,
+    /// but may have one).
+    fn has_class(&self, role: Role) -> bool {
+        let mut rng = self.rng(Piece::Class as u64 + role as u64);
+        match role {
+            Role::Meta | Role::Wrapper => true,
+            Role::Header | Role::Nav | Role::Footer | Role::Body => below(&mut rng, 4) != 0,
+            Role::Subheading => false,
+            _ => below(&mut rng, 2) == 0,
+        }
+    }
+
+    /// Opens `role`'s element (nothing when this site has no such wrapper).
+    pub(super) fn open(&self, role: Role, words: &[Box<str>], out: &mut Page<'_>) {
+        let tag = self.tag(role);
+        if tag.is_empty() {
+            return;
+        }
+        out.byte(b'<');
+        out.push(tag.as_bytes());
+        if self.has_class(role) {
+            out.push(b" class=\"");
+            self.class(role, words, out);
+            out.byte(b'"');
+        }
+        out.byte(b'>');
+    }
+
+    /// Closes `role`'s element; the large blocks of some sites name what they close in a
+    /// comment, as many themes do.
+    pub(super) fn close(&self, role: Role, words: &[Box<str>], out: &mut Page<'_>) {
+        let tag = self.tag(role);
+        if tag.is_empty() {
+            return;
+        }
+        out.push(b"</");
+        out.push(tag.as_bytes());
+        out.byte(b'>');
+        let block = matches!(
+            role,
+            Role::Header | Role::Nav | Role::Main | Role::Article | Role::Related | Role::Footer
+        );
+        if block && self.has_class(role) {
+            let (open, close): (&[u8], &[u8]) = match below(&mut self.rng(Piece::Comments as u64), 4) {
+                0 => return,
+                1 => (b"<!-- .", b" -->"),
+                2 => (b"<!-- /", b" -->"),
+                _ => (b"<!-- end ", b" -->"),
+            };
+            out.push(open);
+            self.class(role, words, out);
+            out.push(close);
+        }
+    }
+
+    /// `role`'s class name: one or two dictionary words, in this site's naming style.
+    fn class(&self, role: Role, words: &[Box<str>], out: &mut Page<'_>) {
+        let mut rng = self.rng(Piece::Class as u64 + 32 + role as u64);
+        let style = below(&mut self.rng(Piece::ClassWords as u64), 3);
+        out.push(words[below(&mut rng, words.len())].as_bytes());
+        if below(&mut rng, 2) == 0 {
+            out.push([b"-".as_slice(), b"_", b"-"][style]);
+            out.push(words[below(&mut rng, words.len())].as_bytes());
+        }
+    }
+
+    /// Where the related-articles block goes.
+    pub(super) fn related_place(&self) -> RelatedPlace {
+        match below(&mut self.rng(Piece::RelatedPlace as u64), 3) {
+            0 => RelatedPlace::InArticle,
+            1 => RelatedPlace::AfterArticle,
+            _ => RelatedPlace::AfterMain,
+        }
+    }
+
+    /// Whether the date line comes before the `<h1>`.
+    pub(super) fn meta_first(&self) -> bool {
+        self.flip(Piece::MetaFirst, 3)
+    }
+
+    /// Whether the footer's links come before its note.
+    pub(super) fn footer_nav_first(&self) -> bool {
+        self.flip(Piece::FooterNavFirst, 2)
+    }
+
+    /// The words before a page's date ("Posted", ...), with their space.
+    pub(super) fn meta_words(&self, out: &mut Page<'_>) {
+        let words = self.pick(Piece::MetaWords, META_WORDS);
+        if !words.is_empty() {
+            out.push(words.as_bytes());
+            out.byte(b' ');
+        }
+    }
+
+    /// The related block's heading.
+    pub(super) fn related_words(&self, out: &mut Page<'_>) {
+        out.push(self.pick(Piece::RelatedWords, RELATED_WORDS).as_bytes());
+    }
+
+    /// Between two navigation links.
+    pub(super) fn nav_separator(&self, out: &mut Page<'_>) {
+        out.push(self.pick(Piece::NavSeparator, NAV_SEPARATORS).as_bytes());
+    }
+
+    /// A date in this site's format, from the page's random `rng`.
+    pub(super) fn date<R: Rng>(&self, rng: &mut R, out: &mut Page<'_>) {
+        let month = below(rng, 12);
+        let day = 1 + below(rng, 28);
+        let year = Decimal::new(2009 + below(rng, 17), 4);
+        let name = MONTHS[month];
+        match below(&mut self.rng(Piece::Date as u64), 7) {
+            0 => {
+                out.push(name.as_bytes());
+                out.byte(b' ');
+                out.push(Decimal::new(day, 1).as_bytes());
+                out.push(b", ");
+                out.push(year.as_bytes());
+            }
+            1 => {
+                out.push(Decimal::new(day, 1).as_bytes());
+                out.byte(b' ');
+                out.push(name.as_bytes());
+                out.byte(b' ');
+                out.push(year.as_bytes());
+            }
+            2 => {
+                out.push(year.as_bytes());
+                out.byte(b'-');
+                out.push(Decimal::new(month + 1, 2).as_bytes());
+                out.byte(b'-');
+                out.push(Decimal::new(day, 2).as_bytes());
+            }
+            3 => {
+                out.push(&name.as_bytes()[..3]);
+                out.byte(b' ');
+                out.push(Decimal::new(day, 1).as_bytes());
+                out.push(b", ");
+                out.push(year.as_bytes());
+            }
+            4 => {
+                out.push(Decimal::new(month + 1, 2).as_bytes());
+                out.byte(b'/');
+                out.push(Decimal::new(day, 2).as_bytes());
+                out.byte(b'/');
+                out.push(year.as_bytes());
+            }
+            5 => {
+                out.push(Decimal::new(day, 1).as_bytes());
+                out.byte(b'.');
+                out.push(Decimal::new(month + 1, 1).as_bytes());
+                out.byte(b'.');
+                out.push(year.as_bytes());
+            }
+            _ => {
+                out.push(Decimal::new(day, 1).as_bytes());
+                out.byte(b' ');
+                out.push(&name.as_bytes()[..3]);
+                out.byte(b' ');
+                out.push(year.as_bytes());
+            }
+        }
+    }
+
+    /// The footer's note around the site name (written by `site`) and `year`.
+    pub(super) fn footer_note(&self, year: usize, out: &mut Page<'_>, site: impl FnOnce(&mut Page<'_>)) {
+        let year = Decimal::new(year, 4);
+        let year = year.as_bytes();
+        match below(&mut self.rng(Piece::FooterWords as u64), 7) {
+            0 => {
+                out.push(b"&copy; ");
+                out.push(year);
+                out.byte(b' ');
+                site(out);
+            }
+            1 => {
+                out.push(b"Copyright &copy; ");
+                out.push(year);
+                out.byte(b' ');
+                site(out);
+            }
+            2 => {
+                out.push(b"&copy; ");
+                site(out);
+                out.byte(b' ');
+                out.push(year);
+            }
+            3 => {
+                site(out);
+                out.push(b" &middot; ");
+                out.push(year);
+            }
+            4 => {
+                out.push(b"&copy; ");
+                out.push(year);
+                out.byte(b' ');
+                site(out);
+                out.push(b". All rights reserved.");
+            }
+            5 => {
+                out.push(b"Copyright ");
+                out.push(year);
+                out.push(b", ");
+                site(out);
+            }
+            _ => {
+                site(out);
+                out.push(b", ");
+                out.push(year);
+            }
+        }
+    }
+}
+
+/// How a site's stylesheet is laid out: minified, or one of the usual pretty styles.
+struct CssFormat {
+    start: &'static str,
+    open: &'static str,
+    indent: &'static str,
+    colon: &'static str,
+    separator: &'static str,
+    close: &'static str,
+}
+
+const CSS_FORMATS: [CssFormat; 5] = [
+    CssFormat { start: "", open: "{", indent: "", colon: ":", separator: ";", close: "}" },
+    CssFormat { start: "\n", open: " {\n", indent: "  ", colon: ": ", separator: ";\n", close: ";\n}\n" },
+    CssFormat { start: "\n", open: " {\n", indent: "    ", colon: ": ", separator: ";\n", close: ";\n}\n\n" },
+    CssFormat { start: "\n", open: " {\n", indent: "\t", colon: ": ", separator: ";\n", close: "\n}\n" },
+    CssFormat { start: "\n", open: " { ", indent: "", colon: ": ", separator: "; ", close: "; }\n" },
+];
+
+/// Writes one stylesheet rule.
+struct Css<'p, 'a> {
+    out: &'p mut Page<'a>,
+    format: &'static CssFormat,
+    first: bool,
+}
+
+impl Css<'_, '_> {
+    /// The selector: `element`, or the class of `role` followed by `element`.
+    fn selector(&mut self, element: &[u8], role: Option<Role>, look: &Look, words: &[Box<str>]) {
+        if let Some(role) = role {
+            if look.has_class(role) {
+                self.out.byte(b'.');
+                look.class(role, words, self.out);
+            } else {
+                let tag = look.tag(role);
+                self.out.push(if tag.is_empty() { b"div" } else { tag.as_bytes() });
+            }
+        }
+        self.out.push(element);
+        self.out.push(self.format.open.as_bytes());
+    }
+
+    fn start(&mut self, property: &str) {
+        if !self.first {
+            self.out.push(self.format.separator.as_bytes());
+        }
+        self.first = false;
+        self.out.push(self.format.indent.as_bytes());
+        self.out.push(property.as_bytes());
+        self.out.push(self.format.colon.as_bytes());
+    }
+
+    /// A length drawn from `range` / `scale`, in a unit drawn too (line-height has none).
+    fn length(&mut self, rng: &mut Pcg32, property: &str, range: std::ops::Range<usize>, scale: usize) {
+        self.start(property);
+        let value = range.start + below(rng, range.end - range.start);
+        self.number(value, scale);
+        if property != "line-height" {
+            let unit =
+                if property == "font-size" { "em" } else { LENGTH_UNITS[below(rng, LENGTH_UNITS.len())] };
+            if unit == "px" {
+                // Pixels are whole, and larger.
+                self.out.push(b"0");
+            }
+            self.out.push(unit.as_bytes());
+        }
+    }
+
+    /// `value / scale` as a short decimal.
+    fn number(&mut self, value: usize, scale: usize) {
+        let whole = value / scale;
+        let fraction = value % scale;
+        if whole > 0 || fraction == 0 {
+            self.out.push(Decimal::new(whole, 1).as_bytes());
+        }
+        if fraction > 0 {
+            self.out.byte(b'.');
+            let digits = if scale >= 100 { Decimal::new(fraction, 2) } else { Decimal::new(fraction, 1) };
+            self.out.push(digits.as_bytes().strip_suffix(b"0").unwrap_or(digits.as_bytes()));
+        }
+    }
+
+    fn color(&mut self, rng: &mut Pcg32, property: &str, range: std::ops::Range<usize>) {
+        self.start(property);
+        self.hex_color(rng, range);
+    }
+
+    /// A border: width, style and color, in one of the orders CSS allows.
+    fn border(&mut self, rng: &mut Pcg32, property: &str) {
+        self.start(property);
+        let style = ["solid", "dotted", "dashed", "solid", "double"][below(rng, 5)];
+        let color_first = below(rng, 3) == 0;
+        if color_first {
+            self.hex_color(rng, 0x90..0xf0);
+            self.out.byte(b' ');
+        }
+        if below(rng, 2) == 0 {
+            self.out.push(Decimal::new(1 + below(rng, 6), 1).as_bytes());
+            self.out.push(b"px ");
+        } else {
+            self.number(5 + below(rng, 30), 100);
+            self.out.push([b"em ".as_slice(), b"rem "][below(rng, 2)]);
+        }
+        self.out.push(style.as_bytes());
+        if !color_first {
+            self.out.byte(b' ');
+            self.hex_color(rng, 0x90..0xf0);
+        }
+    }
+
+    fn hex_color(&mut self, rng: &mut Pcg32, range: std::ops::Range<usize>) {
+        self.out.byte(b'#');
+        for _ in 0..3 {
+            let channel = range.start + below(rng, range.end - range.start);
+            self.out.push(&hex(channel.min(255) as u8));
+        }
+    }
+
+    /// A font shorthand or family: one to three families from the pool, then a generic one.
+    fn font(&mut self, rng: &mut Pcg32) {
+        if below(rng, 2) == 0 {
+            self.start("font");
+            self.out.push(Decimal::new(14 + below(rng, 6), 1).as_bytes());
+            self.out.push(b"px/");
+            self.number(14 + below(rng, 5), 10);
+            self.out.byte(b' ');
+        } else {
+            self.start("font-family");
+        }
+        for _ in 0..1 + below(rng, 3) {
+            self.out.push(FONTS[below(rng, FONTS.len())].as_bytes());
+            self.out.byte(b',');
+        }
+        self.out.push(GENERIC_FONTS[below(rng, GENERIC_FONTS.len())].as_bytes());
+    }
+
+    fn end(self) {
+        self.out.push(self.format.close.as_bytes());
+    }
+}
+
+fn hex(byte: u8) -> [u8; 2] {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    [DIGITS[usize::from(byte >> 4)], DIGITS[usize::from(byte & 15)]]
+}
