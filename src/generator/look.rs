@@ -397,6 +397,10 @@ impl Look {
     /// but may have one).
     fn has_class(&self, role: Role) -> bool {
         let mut rng = self.rng(Piece::Class as u64 + role as u64);
+        // Themes name their generic containers; a bare `div` rule would style every one.
+        if matches!(self.tag(role), "div" | "span" | "section" | "small") {
+            return true;
+        }
         match role {
             Role::Meta | Role::Wrapper => true,
             Role::Header | Role::Nav | Role::Footer | Role::Body => below(&mut rng, 4) != 0,
@@ -661,16 +665,18 @@ impl Css<'_, '_> {
     fn length(&mut self, rng: &mut Pcg32, property: &str, range: std::ops::Range<usize>, scale: usize) {
         self.start(property);
         let value = range.start + below(rng, range.end - range.start);
-        self.number(value, scale);
-        if property != "line-height" {
-            let unit =
-                if property == "font-size" { "em" } else { LENGTH_UNITS[below(rng, LENGTH_UNITS.len())] };
-            if unit == "px" {
-                // Pixels are whole, and larger.
-                self.out.push(b"0");
-            }
-            self.out.push(unit.as_bytes());
+        let unit = match property {
+            "line-height" => "",
+            "font-size" => "em",
+            _ => LENGTH_UNITS[below(rng, LENGTH_UNITS.len())],
+        };
+        if unit == "px" {
+            // Pixels are whole: ten to the em.
+            self.out.push(Decimal::new(value * 10 / scale, 1).as_bytes());
+        } else {
+            self.number(value, scale);
         }
+        self.out.push(unit.as_bytes());
     }
 
     /// `value / scale` as a short decimal.

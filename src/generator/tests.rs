@@ -237,7 +237,9 @@ fn the_stylesheet_styles_classes_the_page_uses() {
         let classes: Vec<&str> = css
             .split('.')
             .skip(1)
-            .map(|rest| rest.split(|c: char| !(c.is_ascii_alphanumeric() || c == '-' || c == '_')).next().unwrap())
+            .map(|rest| {
+                rest.split(|c: char| !(c.is_ascii_alphanumeric() || c == '-' || c == '_')).next().unwrap()
+            })
             .filter(|class| class.starts_with(|c: char| c.is_ascii_alphabetic()))
             .collect();
         for class in classes {
