@@ -77,7 +77,10 @@ impl App {
             workers = rules.workers(),
             "loaded the rules"
         );
-        let text = corpus::load(config.corpus.embedded, &config.corpus.paths)?;
+        let (text, sources) = corpus::load_reporting(config.corpus.embedded, &config.corpus.paths)?;
+        for source in &sources {
+            tracing::info!(source = %source.source, files = source.files, words = source.words, "read the corpus");
+        }
         let chain = Chain::train(&text, config.corpus.order)?;
         drop(text);
         tracing::info!(

@@ -1,5 +1,8 @@
 //! The text the Markov model learns from: the embedded default corpus and any files or folders
-//! the config names. Read once at start; nothing here runs on the request path.
+//! the config names: plain text, and a site's own HTML and Markdown, whose prose [`extract`]
+//! takes out. Read once at start; nothing here runs on the request path.
+
+pub mod extract;
 
 use std::io::Read;
 use std::path::{Path, PathBuf};
@@ -20,8 +23,8 @@ pub enum CorpusError {
         #[source]
         source: io::Error,
     },
-    /// A folder held no `.txt` files.
-    #[error("corpus folder {0} holds no .txt files")]
+    /// A folder held no text, Markdown or HTML files.
+    #[error("corpus folder {0} holds no .txt, .md, .markdown, .html or .htm files")]
     EmptyFolder(PathBuf),
     /// Nothing to train on: the embedded corpus is off and no path is given.
     #[error("no corpus: the embedded corpus is switched off and no corpus path is given")]
@@ -37,47 +40,104 @@ pub fn embedded() -> String {
     text
 }
 
-/// All corpus text: the embedded corpus if `embedded`, then every path in order. A path may be a
-/// file (any name) or a folder, whose `.txt` files are read recursively in name order. Invalid
-/// UTF-8 is replaced rather than refused, since downloaded books are often Latin-1.
+/// How much one source gave the corpus, for the start log.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SourceReport {
+    /// The embedded corpus, or the path as configured.
+    pub source: String,
+    /// Files read from it.
+    pub files: usize,
+    /// Words learned from it (after extraction).
+    pub words: usize,
+}
+
+/// All corpus text: the embedded corpus if `embedded`, then every path in order (see
+/// [`load_reporting`]).
 pub fn load(embedded_corpus: bool, paths: &[PathBuf]) -> Result<String, CorpusError> {
+    load_reporting(embedded_corpus, paths).map(|(text, _)| text)
+}
+
+/// All corpus text, and how many words came from where. A path may be a file or a folder, whose
+/// `.txt`, `.md`/`.markdown` and `.html`/`.htm` files are read recursively in name order; the
+/// prose of HTML and Markdown files is extracted ([`extract`]), other files are taken as plain
+/// text. Invalid UTF-8 is replaced rather than refused, since downloaded books are often Latin-1.
+pub fn load_reporting(
+    embedded_corpus: bool,
+    paths: &[PathBuf],
+) -> Result<(String, Vec<SourceReport>), CorpusError> {
     if !embedded_corpus && paths.is_empty() {
         return Err(CorpusError::Nothing);
     }
-    let mut text = if embedded_corpus { embedded() } else { String::new() };
+    let mut reports = Vec::new();
+    let mut text = String::new();
+    if embedded_corpus {
+        text = embedded();
+        reports.push(SourceReport { source: "embedded".into(), files: 1, words: words(&text) });
+    }
     for path in paths {
         let read_error = |source| CorpusError::Read { path: path.clone(), source };
+        let before = text.len();
+        let mut files = Vec::new();
         if fs::metadata(path).map_err(read_error)?.is_dir() {
-            let mut files = Vec::new();
-            collect_txt(path, &mut files)?;
+            collect(path, &mut files)?;
             if files.is_empty() {
                 return Err(CorpusError::EmptyFolder(path.clone()));
             }
             files.sort();
-            for file in files {
-                append_file(&mut text, &file)?;
-            }
         } else {
-            append_file(&mut text, path)?;
+            files.push(path.clone());
         }
+        for file in &files {
+            append_file(&mut text, file)?;
+        }
+        let words = words(&text[before..]);
+        reports.push(SourceReport { source: path.display().to_string(), files: files.len(), words });
     }
-    Ok(text)
+    Ok((text, reports))
+}
+
+fn words(text: &str) -> usize {
+    text.split_whitespace().count()
+}
+
+/// What kind of text a file holds, by its extension.
+fn kind(path: &Path) -> Option<Kind> {
+    let extension = path.extension()?.to_str()?.to_ascii_lowercase();
+    match extension.as_str() {
+        "txt" => Some(Kind::Text),
+        "md" | "markdown" => Some(Kind::Markdown),
+        "html" | "htm" => Some(Kind::Html),
+        _ => None,
+    }
+}
+
+#[derive(Clone, Copy)]
+enum Kind {
+    Text,
+    Markdown,
+    Html,
 }
 
 fn append_file(text: &mut String, path: &Path) -> Result<(), CorpusError> {
     let bytes = fs::read(path).map_err(|source| CorpusError::Read { path: path.into(), source })?;
-    text.push_str(&String::from_utf8_lossy(&bytes));
+    let raw = String::from_utf8_lossy(&bytes);
+    match kind(path) {
+        Some(Kind::Html) => text.push_str(&extract::html_text(&raw)),
+        Some(Kind::Markdown) => text.push_str(&extract::markdown_text(&raw)),
+        // A named file of any other name is plain text, as it always was.
+        Some(Kind::Text) | None => text.push_str(&raw),
+    }
     text.push_str("\n\n");
     Ok(())
 }
 
-fn collect_txt(folder: &Path, files: &mut Vec<PathBuf>) -> Result<(), CorpusError> {
+fn collect(folder: &Path, files: &mut Vec<PathBuf>) -> Result<(), CorpusError> {
     let read_error = |source| CorpusError::Read { path: folder.into(), source };
     for entry in fs::read_dir(folder).map_err(read_error)? {
         let path = entry.map_err(read_error)?.path();
         if path.is_dir() {
-            collect_txt(&path, files)?;
-        } else if path.extension().is_some_and(|ext| ext == "txt") {
+            collect(&path, files)?;
+        } else if kind(&path).is_some() {
             files.push(path);
         }
     }
@@ -101,11 +161,36 @@ mod tests {
         fs::create_dir(dir.path().join("sub")).unwrap();
         fs::write(dir.path().join("b.txt"), "second").unwrap();
         fs::write(dir.path().join("sub/a.txt"), "nested").unwrap();
-        fs::write(dir.path().join("skip.md"), "skipped").unwrap();
-        let single = dir.path().join("skip.md");
+        fs::write(dir.path().join("skip.json"), "skipped").unwrap();
+        let single = dir.path().join("skip.json");
         let text = load(false, &[dir.path().into(), single]).unwrap();
         assert!(text.contains("second") && text.contains("nested"));
         assert_eq!(text.matches("skipped").count(), 1, "only the named file, not the folder's");
+    }
+
+    #[test]
+    fn a_sites_html_and_markdown_give_their_prose_and_a_report() {
+        let dir = tempfile::tempdir().unwrap();
+        fs::create_dir(dir.path().join("public")).unwrap();
+        fs::write(
+            dir.path().join("public/index.html"),
+            "<html><body><nav>Home Blog About</nav><p>Our bakery opens at seven every morning.</p>\
+             <footer>Copyright</footer></body></html>",
+        )
+        .unwrap();
+        fs::write(
+            dir.path().join("post.md"),
+            "# Sourdough\n\nFeed the starter twice a day.\n\n```\ncode\n```\n",
+        )
+        .unwrap();
+        let (text, report) = load_reporting(false, &[dir.path().into()]).unwrap();
+        assert!(text.contains("Our bakery opens at seven every morning."), "{text}");
+        assert!(text.contains("Feed the starter twice a day."), "{text}");
+        for dropped in ["Home Blog About", "Copyright", "code"] {
+            assert!(!text.contains(dropped), "{dropped} in {text}");
+        }
+        assert_eq!(report.len(), 1);
+        assert_eq!((report[0].files, report[0].words), (2, 14), "{report:?}");
     }
 
     #[test]

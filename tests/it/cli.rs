@@ -57,6 +57,42 @@ fn check_names_a_missing_corpus() {
     assert!(stderr.contains("/no/such/books"), "{stderr}");
 }
 
+#[test]
+fn a_sites_own_html_and_markdown_train_the_trap_and_too_little_of_it_says_how_much_is_needed() {
+    let dir = tempfile::tempdir().unwrap();
+    let site = dir.path().join("site");
+    std::fs::create_dir(&site).unwrap();
+    // A small site: the error must say how much more is needed.
+    write_file(
+        &site,
+        "index.html",
+        "<html><body><nav>Home</nav><p>We repair old bicycles by hand.</p></body></html>",
+    );
+    write_file(&site, "about.md", "# About\n\nThe workshop opened in 1998.\n");
+    let config = format!("corpus {{\n    embedded #false\n    path \"{}\"\n}}\n", site.display());
+    let (code, stderr) = check(&config);
+    assert_ne!(code, 0);
+    assert!(stderr.contains("at least 1000 words"), "{stderr}");
+
+    // Enough of it: pages speak the site's words, and never its navigation.
+    let mut post = String::from("# Wheels\n\n");
+    for i in 0..400 {
+        post.push_str(&format!("Spoke number {i} of the rear wheel needs truing before the ride. "));
+        post.push_str("A bicycle mechanic checks the brakes, the chain and the gears.\n\n");
+    }
+    write_file(&site, "wheels.md", &post);
+    let path = write_file(dir.path(), "site.kdl", &config);
+    let output = quagmire()
+        .args(["generate", "/blog/x", "--config", &path])
+        .env("QUAGMIRE_SECRET", SECRET)
+        .output()
+        .unwrap();
+    let page = String::from_utf8_lossy(&output.stdout);
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    assert!(page.contains("wheel") || page.contains("bicycle"), "{page}");
+    assert!(!page.contains("Home"), "navigation is not prose: {page}");
+}
+
 #[tokio::test]
 async fn generate_prints_the_page_the_trap_serves() {
     let output = quagmire()
