@@ -13,6 +13,7 @@ use crate::corpus::{self, CorpusError};
 use crate::crawler::Crawlers;
 use crate::generator::Generator;
 use crate::generator::markov::{Chain, ChainError};
+use crate::generator::template::{Template, TemplateError};
 use crate::geo::{Geo, GeoError};
 use crate::http::admin::Admin;
 use crate::metrics::Metrics;
@@ -62,6 +63,9 @@ pub enum BuildError {
     /// The rules cannot be loaded.
     #[error("cannot load the rules: {0}")]
     Rules(#[from] RulesError),
+    /// The trap template cannot be used.
+    #[error(transparent)]
+    Template(#[from] TemplateError),
 }
 
 impl App {
@@ -77,6 +81,11 @@ impl App {
             workers = rules.workers(),
             "loaded the rules"
         );
+        // Checked before the slow part, so a broken template is reported at once.
+        let template = config.trap.template.as_deref().map(Template::load).transpose()?;
+        if let Some(path) = &config.trap.template {
+            tracing::info!(template = %path.display(), "trap pages use the site's template");
+        }
         let (text, sources) = corpus::load_reporting(config.corpus.embedded, &config.corpus.paths)?;
         for source in &sources {
             tracing::info!(source = %source.source, files = source.files, words = source.words, "read the corpus");
@@ -91,7 +100,10 @@ impl App {
             "trained the Markov model"
         );
         let urls = TrapUrls::new(secret.as_bytes());
-        let generator = Generator::new(chain, urls, config.trap.page.clone(), secret.as_bytes());
+        let mut generator = Generator::new(chain, urls, config.trap.page.clone(), secret.as_bytes());
+        if let Some(template) = template {
+            generator = generator.with_template(template);
+        }
         let drip_slots = Arc::new(Semaphore::new(drip_capacity(&config.trap.drip)));
         let verdict = &config.verdict;
         let identity =

@@ -181,6 +181,8 @@ pub struct TrapConfig {
     pub page: PageSettings,
     /// Slow drip of pages.
     pub drip: DripConfig,
+    /// The site's own page to write trap pages into (`generator::template`).
+    pub template: Option<PathBuf>,
 }
 
 /// Slow drip (tarpit) of trap pages.
@@ -272,6 +274,7 @@ impl Config {
                 listen: unspecified,
                 page: PageSettings { min_bytes: 0, max_bytes: 0, min_links: 0, max_links: 0 },
                 drip: DripConfig { enabled: false, bytes_per_second: 0, chunk_bytes: 0, max_connections: 0 },
+                template: None,
             },
             corpus: CorpusConfig { order: 0, embedded: false, paths: Vec::new() },
             connections: ConnectionConfig {

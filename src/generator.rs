@@ -11,6 +11,7 @@ mod look;
 pub mod markov;
 mod page_buffer;
 mod prefetch;
+pub mod template;
 mod walks;
 
 use rand::SeedableRng;
@@ -39,13 +40,21 @@ pub struct Generator {
     urls: TrapUrls,
     settings: PageSettings,
     page_key: [u8; 32],
+    /// The site's own page to write into, instead of the site's look.
+    template: Option<template::Template>,
 }
 
 impl Generator {
     /// Builds a generator whose pages are keyed by `secret`.
     pub fn new(chain: Chain, urls: TrapUrls, settings: PageSettings, secret: &[u8]) -> Self {
         let page_key = blake3::derive_key("quagmire 2026-12 trap page seed", secret);
-        Generator { chain, urls, settings, page_key }
+        Generator { chain, urls, settings, page_key, template: None }
+    }
+
+    /// Pages written into the site's own `template` rather than in a look of their own.
+    pub fn with_template(mut self, template: template::Template) -> Self {
+        self.template = Some(template);
+        self
     }
 
     /// The page for `host` and `path` (path may carry a query string, which takes part).
@@ -73,7 +82,10 @@ impl Generator {
             walks: walks::Walks::new(),
             look,
         };
-        writer.write(site);
+        match &self.template {
+            Some(template) => writer.write_templated(site, template),
+            None => writer.write(site),
+        }
     }
 
     /// The trap-URL minter and checker that pages link with.

@@ -195,7 +195,7 @@ const CLIENTS_KEYS: &[&str] = &[
 const GEO_KEYS: &[&str] = &["asn", "country"];
 const RULES_KEYS: &[&str] =
     &["script", "lists", "trap-threshold", "fail", "time-limit-ms", "memory-limit-bytes", "workers"];
-const TRAP_KEYS: &[&str] = &["listen", "page-bytes", "links", "drip"];
+const TRAP_KEYS: &[&str] = &["listen", "page-bytes", "links", "drip", "template"];
 const DRIP_KEYS: &[&str] = &["enabled", "bytes-per-second", "chunk-bytes", "max-connections"];
 const CORPUS_KEYS: &[&str] = &["order", "embedded", "path"];
 const ADMIN_KEYS: &[&str] = &["listen", "token"];
@@ -513,6 +513,7 @@ impl Reader<'_> {
                     }
                 }
             }
+            "template" => self.config.trap.template = Some(self.path(node)?),
             _ => return Err(self.unknown(node, "trap", TRAP_KEYS)),
         }
         Ok(())

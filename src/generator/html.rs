@@ -12,6 +12,7 @@ use super::escape::escape;
 use super::look::{Look, RelatedPlace, Role};
 use super::markov::{Chain, Position};
 use super::page_buffer::Page;
+use super::template::{Part, Slot, Template};
 use super::walks::Walks;
 use crate::numbers::below;
 use crate::trap_url::TrapUrls;
@@ -87,6 +88,53 @@ impl<R: Rng + Clone> PageWriter<'_, R> {
         self.footer(site, footer_links);
         self.close(Role::Wrapper);
         self.look.end(&mut self.out);
+    }
+
+    /// Writes the page into the site's own `template`.
+    pub(super) fn write_templated(mut self, site: [&str; 2], template: &Template) {
+        let settings = self.settings;
+        let target = settings.min_bytes
+            + below(&mut self.rng, settings.max_bytes.saturating_sub(settings.min_bytes) + 1);
+        let links = settings.min_links
+            + below(&mut self.rng, settings.max_links.saturating_sub(settings.min_links) + 1);
+        let has_nav = template.parts().contains(&Part::Slot(Slot::Nav));
+        let nav_links = if has_nav { links.min(3 + below(&mut self.rng, 3)) } else { 0 };
+        let related_links = links - nav_links;
+        let start = self.out.len();
+        let title_start = self.chain.sentence_start(&mut self.rng);
+        let title_words = 4 + below(&mut self.rng, 6);
+        let mut title = None;
+        for part in template.parts() {
+            match part {
+                Part::Literal(html) => self.push(html),
+                Part::Slot(Slot::Title | Slot::Heading) => match &title {
+                    // The title and the heading are one heading, walked once.
+                    Some(range) => self.out.repeat(std::ops::Range::clone(range)),
+                    None => {
+                        let from = self.out.len();
+                        self.heading(title_start, title_words);
+                        title = Some(from..self.out.len());
+                    }
+                },
+                Part::Slot(Slot::Content) => {
+                    self.meta();
+                    let tail = template.bytes_after_content() + TAIL_BYTES_PER_LINK * related_links;
+                    self.article_body(start + target.saturating_sub(tail));
+                }
+                Part::Slot(Slot::Links) => {
+                    self.push("<ul>\n");
+                    for _ in 0..related_links {
+                        self.push("<li>");
+                        self.article_link();
+                        self.push("</li>\n");
+                    }
+                    self.push("</ul>");
+                }
+                Part::Slot(Slot::Nav) => self.section_links(nav_links),
+            }
+        }
+        // The site name is the template's own; the page RNG still draws it for nothing.
+        let _ = site;
     }
 
     fn newline(&mut self) {

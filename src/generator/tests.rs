@@ -247,3 +247,33 @@ fn the_stylesheet_styles_classes_the_page_uses() {
         }
     }
 }
+
+#[test]
+fn pages_in_a_sites_template_keep_its_markup_and_escape_every_insert() {
+    let template = template::Template::parse(
+        "<!DOCTYPE html><html><head><title>{{title}} | Harbour Notes</title>\
+         <link rel=\"stylesheet\" href=\"/site.css\"></head><body><header id=\"top\">Harbour Notes\
+         <nav>{{nav}}</nav></header><main><h1>{{heading}}</h1>{{content}}</main>\
+         <aside><h2>Read on</h2>{{links}}</aside><footer>Harbour Notes, since 1987</footer></body></html>",
+    )
+    .unwrap();
+    let generator = generator("s").with_template(template);
+    for i in 0..50 {
+        let page = generator.page("example.org", &format!("/t/{i}"));
+        assert_eq!(page, generator.page("example.org", &format!("/t/{i}")), "deterministic");
+        assert!(page.starts_with("<!DOCTYPE html><html><head><title>"));
+        assert!(page.contains("<link rel=\"stylesheet\" href=\"/site.css\">"));
+        assert!(page.ends_with("<footer>Harbour Notes, since 1987</footer></body></html>"));
+        // The title's heading is the page's h1.
+        let title = &page[page.find("<title>").unwrap() + 7..page.find(" | Harbour").unwrap()];
+        assert!(page.contains(&format!("<h1>{title}</h1>")), "{title}");
+        // The hostile corpus is escaped wherever it lands.
+        assert!(!page.contains("<script>") && !page.contains("<b>"), "{page}");
+        let links = hrefs(&page);
+        assert!((8..=15).contains(&(links.len() - 1)), "{} links", links.len());
+        for href in links.iter().filter(|href| **href != "/site.css") {
+            assert!(generator.trap_urls().is_trap(href), "{href}");
+        }
+        assert!((3000..=14000).contains(&page.len()), "{} bytes", page.len());
+    }
+}

@@ -93,6 +93,33 @@ fn a_sites_own_html_and_markdown_train_the_trap_and_too_little_of_it_says_how_mu
     assert!(!page.contains("Home"), "navigation is not prose: {page}");
 }
 
+#[test]
+fn a_site_template_is_checked_with_line_and_column_and_used_by_generate() {
+    let dir = tempfile::tempdir().unwrap();
+    let broken = "<html><body>\n<main>{{title}} {{content}}\n<div>{{links}}</main>\n</body></html>\n";
+    let template = write_file(dir.path(), "page.html", broken);
+    let (code, stderr) = check(&format!("trap {{\n    template \"{template}\"\n}}\n"));
+    assert_ne!(code, 0);
+    assert!(stderr.contains("page.html:3:15: `</main>` closes `<div>` (opened at 3:1)"), "{stderr}");
+
+    let good = "<html><head><title>{{title}} - Cycle Works</title></head><body>\n\
+                <header class=\"brand\">Cycle Works</header>\n<main>{{content}}</main>\n\
+                <aside>{{links}}</aside></body></html>\n";
+    let template = write_file(dir.path(), "page.html", good);
+    let config = write_file(dir.path(), "q.kdl", &format!("trap {{\n    template \"{template}\"\n}}\n"));
+    let output = quagmire()
+        .args(["generate", "/blog/x", "--config", &config])
+        .env("QUAGMIRE_SECRET", SECRET)
+        .output()
+        .unwrap();
+    let page = String::from_utf8_lossy(&output.stdout);
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    assert!(
+        page.contains("<header class=\"brand\">Cycle Works</header>") && page.contains("<aside><ul>"),
+        "{page}"
+    );
+}
+
 #[tokio::test]
 async fn generate_prints_the_page_the_trap_serves() {
     let output = quagmire()
