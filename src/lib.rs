@@ -33,6 +33,7 @@ pub mod reload;
 pub mod rules;
 pub mod secret;
 pub mod signature;
+pub mod snippets;
 pub mod trap_url;
 pub mod user_agent;
 pub mod verdict;

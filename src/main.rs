@@ -93,6 +93,13 @@ enum Command {
         #[command(subcommand)]
         command: ListsCommand,
     },
+    /// Print this deployment's hidden link and robots.txt lines, which lead crawlers that ignore
+    /// robots.txt into the trap.
+    Snippets {
+        /// Config file (KDL).
+        #[arg(long, short)]
+        config: Option<PathBuf>,
+    },
     /// Print the trap page that would be served for PATH.
     Generate {
         /// Path (and query) of the page, e.g. /blog/2019/a-post.
@@ -172,6 +179,17 @@ fn main() -> ExitCode {
         Command::Lists { command: ListsCommand::Update { lists, config } } => {
             load_config(config, None).and_then(|config| update_lists(config, lists))
         }
+        Command::Snippets { config } => load_config(config, None).map(|config| {
+            init_tracing(config.log_format);
+            let secret = resolve_secret(&config);
+            let urls = quagmire::trap_url::TrapUrls::new(secret.as_bytes());
+            let prefix = &config.verdict.redirect_prefix;
+            let snippets = quagmire::snippets::Snippets::new(secret.as_bytes(), &urls, prefix);
+            println!("<!-- In your pages' <body>: hidden from people, followed by crawlers that ignore robots.txt. -->");
+            println!("{}\n", snippets.hidden_link);
+            println!("# In your robots.txt: polite crawlers stay out of {prefix}/.");
+            print!("{}", snippets.robots);
+        }),
         Command::Generate { path, host, config } => load_config(config, None).and_then(|config| {
             init_tracing(config.log_format);
             let secret = resolve_secret(&config);

@@ -154,6 +154,11 @@ impl TrapUrls {
         Ok(TrapUrls { key, sections, dates: shape[0] % 4, words, index })
     }
 
+    /// This secret's site sections, the first path segment of its URLs.
+    pub fn sections(&self) -> Vec<&'static str> {
+        self.sections.iter().map(|&section| SECTIONS[usize::from(section)]).collect()
+    }
+
     /// The slug dictionary, in tag order.
     pub fn words(&self) -> &[Box<str>] {
         &self.words
