@@ -7,7 +7,8 @@
 //! four words or more) and what every HTML page has (the doctype, the charset and viewport metas).
 //! Those are cut out, and a string never spans a cut.
 //!
-//! usage: cargo run --release --example fingerprint [DEPLOYMENTS] [PAGES_PER_DEPLOYMENT]
+//! usage: cargo run --release --example fingerprint [DEPLOYMENTS] [PAGES_PER_DEPLOYMENT] [SET]
+//! (SET names another set of secrets: the measure depends on which sites happen to draw alike.)
 
 use std::collections::{HashMap, HashSet};
 
@@ -28,13 +29,14 @@ fn main() {
     let mut args = std::env::args().skip(1);
     let deployments: usize = args.next().and_then(|n| n.parse().ok()).unwrap_or(20);
     let pages: usize = args.next().and_then(|n| n.parse().ok()).unwrap_or(5);
+    let set = args.next().unwrap_or_default();
     let config = Config::embedded();
     let text =
         quagmire::corpus::load(config.corpus.embedded, &config.corpus.paths).expect("the corpus loads");
     let mut markup: Vec<Vec<Vec<u8>>> = Vec::new();
     for deployment in 0..deployments {
-        let secret =
-            blake3::hash(format!("fingerprint deployment {deployment}").as_bytes()).to_hex().to_string();
+        let name = if set.is_empty() { format!("{deployment}") } else { format!("{set}-{deployment}") };
+        let secret = blake3::hash(format!("fingerprint deployment {name}").as_bytes()).to_hex().to_string();
         let chain = Chain::train(&text, config.corpus.order).expect("the corpus trains");
         let generator = Generator::new(
             chain,

@@ -72,6 +72,7 @@ enum Piece {
     NavSeparator,
     ClassWords,
     End,
+    Quotes,
     Comments,
     // Per role, offset by the role's number.
     Tag = 64,
@@ -144,37 +145,48 @@ const NAV_SEPARATORS: &[&str] = &[
     " &nbsp;",
     "\n  ",
 ];
+/// Font families, short enough that a declaration naming one is never a long shared string.
 const FONTS: &[&str] = &[
     "Georgia",
-    "\"Times New Roman\"",
     "Palatino",
-    "\"Palatino Linotype\"",
-    "\"Book Antiqua\"",
     "Garamond",
     "Charter",
-    "\"Iowan Old Style\"",
     "Cambria",
     "\"PT Serif\"",
     "\"Noto Serif\"",
     "Merriweather",
-    "\"Source Serif Pro\"",
-    "\"Segoe UI\"",
+    "Lora",
+    "Baskerville",
+    "Didot",
     "Roboto",
     "Helvetica",
     "Arial",
-    "\"Helvetica Neue\"",
     "Verdana",
     "Tahoma",
-    "\"Trebuchet MS\"",
     "system-ui",
     "-apple-system",
     "\"Open Sans\"",
     "Lato",
     "\"Fira Sans\"",
     "Inter",
-    "\"Source Sans Pro\"",
     "Ubuntu",
     "\"Gill Sans\"",
+    "Futura",
+    "Avenir",
+    "Optima",
+    "Candara",
+    "Calibri",
+    "Corbel",
+    "Seravek",
+    "\"IBM Plex Sans\"",
+    "Nunito",
+    "Karla",
+    "Rubik",
+    "Mulish",
+    "Raleway",
+    "Montserrat",
+    "Oswald",
+    "Jost",
 ];
 const GENERIC_FONTS: &[&str] = &["serif", "sans-serif", "serif", "sans-serif", "system-ui"];
 const LENGTH_UNITS: &[&str] = &["rem", "em", "px"];
@@ -247,7 +259,7 @@ impl Look {
     pub(super) fn description(&self) -> Option<(&'static str, &'static str)> {
         match below(&mut self.rng(Piece::Description as u64), 4) {
             0 => None,
-            1 => Some(("<meta name=description content=\"", "\">")),
+            1 => Some(("<meta content=\"", "\" name='description'>")),
             2 => Some(("<meta content=\"", "\" name=\"description\">")),
             _ => Some(("<meta content=\"", "\" name=description>")),
         }
@@ -272,6 +284,7 @@ impl Look {
         for i in (2..rules.len()).rev() {
             rules.swap(i, 1 + below(&mut rng, i));
         }
+        let tight_end = below(&mut rng, 2) == 0;
         for rule in rules {
             let mut css = Css { out: &mut *out, format, first: true };
             match rule {
@@ -337,10 +350,10 @@ impl Look {
                     }
                 }
                 6 => {
+                    // Scoped, so the rule starts with a drawn class name.
                     let selector: &[u8] =
-                        [b"a".as_slice(), b"a:link,a:visited", b"a, a:visited", b" a"][below(&mut rng, 4)];
-                    let scope = (selector[0] == b' ').then(|| self.scope());
-                    css.selector(selector, scope, self, words);
+                        [b" a".as_slice(), b" a:link", b" a, a:visited", b" a"][below(&mut rng, 4)];
+                    css.selector(selector, Some(self.scope()), self, words);
                     css.color(&mut rng, "color", 0x10..0xa0);
                 }
                 _ => {
@@ -355,7 +368,12 @@ impl Look {
                     }
                 }
             }
-            css.end();
+            if rule == rules[rules.len() - 1] && tight_end {
+                // Some sites end the stylesheet right at its last brace.
+                css.out.push(css.format.close.trim_end().as_bytes());
+            } else {
+                css.end();
+            }
         }
         out.push(b"</style>");
         self.newline(out);
@@ -418,9 +436,13 @@ impl Look {
         out.byte(b'<');
         out.push(tag.as_bytes());
         if self.has_class(role) {
-            out.push(b" class=\"");
+            // Minified sites leave class names (plain words here) unquoted, as HTML allows.
+            let quote = !self.flip(Piece::Quotes, 3);
+            out.push(if quote { b" class=\"" } else { b" class=" });
             self.class(role, words, out);
-            out.byte(b'"');
+            if quote {
+                out.byte(b'"');
+            }
         }
         out.byte(b'>');
     }
@@ -440,11 +462,14 @@ impl Look {
             Role::Header | Role::Nav | Role::Main | Role::Article | Role::Related | Role::Footer
         );
         if block && self.has_class(role) {
-            let (open, close): (&[u8], &[u8]) = match below(&mut self.rng(Piece::Comments as u64), 4) {
+            let (open, close): (&[u8], &[u8]) = match below(&mut self.rng(Piece::Comments as u64), 7) {
                 0 => return,
                 1 => (b"<!-- .", b" -->"),
                 2 => (b"<!-- /", b" -->"),
-                _ => (b"<!-- end ", b" -->"),
+                3 => (b"<!-- end ", b" -->"),
+                4 => (b"<!--.", b"-->"),
+                5 => (b"<!-- #", b" -->"),
+                _ => (b"<!--/", b"-->"),
             };
             out.push(open);
             self.class(role, words, out);
