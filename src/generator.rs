@@ -83,7 +83,7 @@ impl Generator {
             look,
         };
         match &self.template {
-            Some(template) => writer.write_templated(site, template),
+            Some(template) => writer.write_templated(template),
             None => writer.write(site),
         }
     }

@@ -117,8 +117,6 @@ const ROUND: usize = 4096;
 const REFRESHES: usize = 1024;
 /// Connecting and answering, per command: beyond this the store counts as failing.
 const COMMAND_TIMEOUT: Duration = Duration::from_secs(1);
-/// Request-rate half-life, as in the local records.
-const RATE_HALF_LIFE_SECONDS: u64 = 60;
 
 /// The store's health, as last seen.
 const UNKNOWN: u8 = 0;
@@ -299,7 +297,7 @@ impl Store {
             .arg(batch.delta.requests)
             .arg(batch.delta.hits)
             .arg(self.client.trap_half_life.as_secs_f64().max(0.001))
-            .arg(RATE_HALF_LIFE_SECONDS)
+            .arg(super::RATE_HALF_LIFE.as_secs())
             .arg(self.client.requests_per_minute.max(1))
             .arg(idle_ms(&self.client))
             .arg(batch.user_agent.as_deref().unwrap_or(""))
@@ -535,7 +533,7 @@ fn snapshot(
     let history = super::History {
         trap_hits,
         trap_score: number(1)? * (-elapsed * decay).exp(),
-        request_rate: number(2)? * (-elapsed * ln2_over(Duration::from_secs(RATE_HALF_LIFE_SECONDS))).exp(),
+        request_rate: number(2)? * (-elapsed * ln2_over(super::RATE_HALF_LIFE)).exp(),
         rate_limited: false,
     };
     let time = |seconds: f64| UNIX_EPOCH + Duration::from_secs_f64(seconds.max(0.0));

@@ -91,7 +91,8 @@ impl<R: Rng + Clone> PageWriter<'_, R> {
     }
 
     /// Writes the page into the site's own `template`.
-    pub(super) fn write_templated(mut self, site: [&str; 2], template: &Template) {
+    /// The site name is the template's own.
+    pub(super) fn write_templated(mut self, template: &Template) {
         let settings = self.settings;
         let target = settings.min_bytes
             + below(&mut self.rng, settings.max_bytes.saturating_sub(settings.min_bytes) + 1);
@@ -133,8 +134,6 @@ impl<R: Rng + Clone> PageWriter<'_, R> {
                 Part::Slot(Slot::Nav) => self.section_links(nav_links),
             }
         }
-        // The site name is the template's own; the page RNG still draws it for nothing.
-        let _ = site;
     }
 
     fn newline(&mut self) {

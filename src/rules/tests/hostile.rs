@@ -145,7 +145,10 @@ fn a_state_that_ran_out_of_memory_is_rebuilt() {
                 return "allow", tostring(#hoard)
             end },
         }"#;
-    let rules = rules_with(script, FailMode::Open, limits()).unwrap();
+    // A time limit far above what filling 16 MB takes, even in a debug build on a busy machine,
+    // so that the memory limit is what ends the rule.
+    let limits = Limits { time: Duration::from_secs(2), ..limits() };
+    let rules = rules_with(script, FailMode::Open, limits).unwrap();
     assert_eq!(rules.evaluate(&Request::browser(CHROME).facts()).reason, "1");
     let (_, trace) = rules.evaluate_traced(&Request { uri: "/fill", ..Request::browser(CHROME) }.facts());
     assert!(trace[0].result.contains("memory limit exceeded"), "{trace:?}");
