@@ -81,7 +81,10 @@ async fn issue_13_half_sent_requests_are_closed_and_health_stays_fast() {
         "{HALF_SENT} half-sent: sent in {sent:?}, all closed after {all_closed:?}; {probes} probes, slowest {slowest:?}"
     );
     assert!(all_closed < Duration::from_secs(45));
-    assert!(slowest < Duration::from_millis(100), "slowest /health took {slowest:?}");
+    // Stuck behind the half-sent requests, /health would take seconds (the header-read timeout);
+    // a second separates that from a busy 2-core machine (it once took 162 ms in CI). How fast
+    // it stays is a benchmark's business (bench/README.md, "Hardening").
+    assert!(slowest < Duration::from_secs(1), "slowest /health took {slowest:?}");
     assert!(health(address, Duration::from_secs(1)).await.is_some());
 }
 
