@@ -14,11 +14,9 @@
 
 pub mod store;
 
-use std::num::NonZeroU32;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
-use governor::{DefaultDirectRateLimiter, Quota, RateLimiter};
 use moka::sync::Cache;
 
 use crate::client::ClientKey;
@@ -83,10 +81,37 @@ pub struct ClientStates {
     store: Option<Arc<Store>>,
 }
 
+/// A request quota as GCRA: one request may arrive every `interval`, with a burst of `burst`.
+/// Checked at the request's own time (a log line's, in a replay), not the wall clock's, which is
+/// why it is not one of governor's limiters: those read their own clock.
+#[derive(Clone, Copy, Debug)]
+struct Quota {
+    interval: Duration,
+    /// How far the theoretical arrival time may run ahead of now: `interval × (burst − 1)`.
+    tolerance: Duration,
+}
+
+impl Quota {
+    fn per_minute(requests: u32) -> Quota {
+        let requests = requests.max(1);
+        let interval = Duration::from_secs(60) / requests;
+        Quota { interval, tolerance: interval * (requests - 1) }
+    }
+
+    /// Whether a request at `now` is over the quota; a request within it moves `due` (the
+    /// theoretical arrival time) on by one interval.
+    fn over(&self, due: &mut Instant, now: Instant) -> bool {
+        if due.saturating_duration_since(now) > self.tolerance {
+            return true;
+        }
+        *due = (*due).max(now) + self.interval;
+        false
+    }
+}
+
 /// One client's record (shared with the store's syncer).
 pub struct Record {
     inner: Mutex<Inner>,
-    limiter: DefaultDirectRateLimiter,
 }
 
 struct Inner {
@@ -94,6 +119,8 @@ struct Inner {
     trap_score: f64,
     request_rate: f64,
     updated: Instant,
+    /// The quota's theoretical arrival time (see [`Quota`]).
+    quota_due: Instant,
     first_seen: SystemTime,
     last_seen: SystemTime,
     /// Longer user agents are cut, so a record stays small.
@@ -179,8 +206,7 @@ impl ClientStates {
             .max_capacity(TRAPPED_CAPACITY.min(config.capacity))
             .time_to_idle(config.idle_timeout)
             .build();
-        let per_minute = NonZeroU32::new(config.requests_per_minute.max(1)).expect("at least one");
-        let quota = Quota::per_minute(per_minute);
+        let quota = Quota::per_minute(config.requests_per_minute);
         ClientStates { cache, trapped, config, quota, store: None }
     }
 
@@ -234,10 +260,22 @@ impl ClientStates {
 
     /// Records a request from `key` and returns its history including this request.
     pub fn observe_request(&self, key: ClientKey, user_agent: &str, geo: &GeoInfo) -> History {
-        let record = self.record(key);
-        let rate_limited = record.limiter.check().is_err();
+        self.observe_request_at(key, user_agent, geo, Instant::now())
+    }
+
+    /// [`ClientStates::observe_request`] for a request made at `now`: decay and the quota run
+    /// on the request's own time (a replayed log line's). Times must not go back by much: a
+    /// request earlier than the record's last one decays nothing.
+    pub fn observe_request_at(
+        &self,
+        key: ClientKey,
+        user_agent: &str,
+        geo: &GeoInfo,
+        now: Instant,
+    ) -> History {
+        let record = self.record(key, now);
         let mut inner = record.inner.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-        let now = Instant::now();
+        let rate_limited = self.quota.over(&mut inner.quota_due, now);
         inner.decay(now, &self.config);
         inner.request_rate += 1.0;
         inner.last_seen = SystemTime::now();
@@ -276,11 +314,16 @@ impl ClientStates {
 
     /// Records a trap hit for `key`.
     pub fn record_trap_hit(&self, key: ClientKey) -> History {
-        let record = self.record(key);
+        self.record_trap_hit_at(key, Instant::now())
+    }
+
+    /// [`ClientStates::record_trap_hit`] for a hit at `now` (see `observe_request_at`).
+    pub fn record_trap_hit_at(&self, key: ClientKey, now: Instant) -> History {
+        let record = self.record(key, now);
         // Inserted on every hit, so that a record `cache` evicted and made anew replaces the old.
         self.trapped.insert(key, record.clone());
         let mut inner = record.inner.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-        inner.decay(Instant::now(), &self.config);
+        inner.decay(now, &self.config);
         inner.trap_hits += 1;
         inner.trap_score += 1.0;
         inner.last_seen = SystemTime::now();
@@ -293,7 +336,7 @@ impl ClientStates {
             // Other replicas should see a trap hit soon, not at the next interval.
             store.urgent(key);
         }
-        inner.current(Instant::now(), &self.config)
+        inner.current(now, &self.config)
     }
 
     /// The history of `key` without recording anything.
@@ -346,7 +389,7 @@ impl ClientStates {
         self.len() == 0
     }
 
-    fn record(&self, key: ClientKey) -> Arc<Record> {
+    fn record(&self, key: ClientKey, at: Instant) -> Arc<Record> {
         self.cache.get_with(key, || {
             let now = SystemTime::now();
             Arc::new(Record {
@@ -354,7 +397,8 @@ impl ClientStates {
                     trap_hits: 0,
                     trap_score: 0.0,
                     request_rate: 0.0,
-                    updated: Instant::now(),
+                    updated: at,
+                    quota_due: at,
                     first_seen: now,
                     last_seen: now,
                     last_user_agent: String::new(),
@@ -362,7 +406,6 @@ impl ClientStates {
                     asn_org: None,
                     shared: None,
                 }),
-                limiter: RateLimiter::direct(self.quota),
             })
         })
     }
@@ -546,6 +589,40 @@ mod tests {
         assert_eq!(limited, [false, false, false, false, false, true, true, true]);
         assert!(!observe(&states, "192.0.2.2").rate_limited);
         assert!(states.history(key("192.0.2.1")).request_rate > 7.0);
+    }
+
+    #[test]
+    fn decay_and_quota_follow_the_requests_own_time() {
+        // A day of requests replayed at once: what counts is the time each was made.
+        let states = states(Duration::from_secs(600));
+        let client = key("192.0.2.9");
+        let start = Instant::now();
+        for second in 0..8 {
+            states.record_trap_hit_at(client, start + Duration::from_secs(second));
+        }
+        let at = |minutes: u64| start + Duration::from_secs(minutes * 60);
+        let soon = states.observe_request_at(client, "agent", &GeoInfo::default(), at(5));
+        assert!(soon.trap_score > 5.0 && soon.trap_score < 6.0, "half a half-life later: {soon:?}");
+        let later = states.observe_request_at(client, "agent", &GeoInfo::default(), at(8 * 60));
+        assert!(later.trap_score < 0.001, "48 half-lives later: {later:?}");
+        // Five requests a minute: the sixth in one second is over, one a minute never is.
+        let limited: Vec<bool> = (0..6)
+            .map(|i| {
+                states
+                    .observe_request_at(
+                        key("192.0.2.10"),
+                        "a",
+                        &GeoInfo::default(),
+                        at(0) + Duration::from_millis(i),
+                    )
+                    .rate_limited
+            })
+            .collect();
+        assert_eq!(limited, [false, false, false, false, false, true]);
+        let spread = (0..20).any(|minute| {
+            states.observe_request_at(key("192.0.2.11"), "a", &GeoInfo::default(), at(minute)).rate_limited
+        });
+        assert!(!spread);
     }
 
     #[test]

@@ -32,7 +32,7 @@ pub fn request_from_flags(
 ) -> Result<ForwardedRequest, ExplainError> {
     let headers = headers.iter().map(|header| parse_header(header)).collect::<Result<Vec<_>, _>>()?;
     let headers = headers.into_iter().collect();
-    Ok(ForwardedRequest { peer: None, method, proto, host, uri, headers })
+    Ok(ForwardedRequest { peer: None, method, proto, host, uri, headers, ..ForwardedRequest::default() })
 }
 
 /// Reads a raw request: `METHOD URI HTTP/1.1`, then headers up to a blank line.
@@ -64,7 +64,15 @@ pub fn read_request(path: &Path) -> Result<ForwardedRequest, ExplainError> {
         .find(|(name, _)| name == "x-forwarded-proto")
         .map_or_else(|| "https".to_string(), |(_, value)| value.clone());
     let headers = headers.into_iter().collect();
-    Ok(ForwardedRequest { peer: None, method: method.into(), proto, host, uri: uri.into(), headers })
+    Ok(ForwardedRequest {
+        peer: None,
+        method: method.into(),
+        proto,
+        host,
+        uri: uri.into(),
+        headers,
+        ..ForwardedRequest::default()
+    })
 }
 
 fn parse_header(line: &str) -> Result<(String, String), ExplainError> {

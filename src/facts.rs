@@ -2,6 +2,7 @@
 //! rules may look at, read-only.
 
 use std::net::IpAddr;
+use std::sync::Arc;
 
 use axum::http::HeaderMap;
 
@@ -38,6 +39,65 @@ pub struct Facts {
     pub crawler: Option<Claim>,
     /// The request's Web Bot Auth signature and what checking it found; `None` when unsigned.
     pub signature: Option<Signature>,
+    /// Which headers the request's source carried: all, live; some, for a replayed log line.
+    pub coverage: Coverage,
+}
+
+/// Which of a request's headers its source carried. A live request carries every header the
+/// client sent, so a header that is not there was not sent. A line of an access log carries
+/// what its format keeps (a combined log: User-Agent and Referer), and of any other header
+/// nothing is known: a rule that reads one cannot be judged on that line (see `rules`).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub enum Coverage {
+    /// Every header.
+    #[default]
+    All,
+    /// Only these.
+    Only(Carried),
+}
+
+impl Coverage {
+    /// Whether header `name` (any case) was carried: if it is missing, it was not sent.
+    pub fn carries(&self, name: &str) -> bool {
+        match self {
+            Coverage::All => true,
+            Coverage::Only(carried) => carried.contains(name),
+        }
+    }
+}
+
+/// The names of the headers a source carried, lowercase, kept as `\0name\0name\0`: the form
+/// the rule driver searches (`\0` cannot occur in a header name or value), shared between
+/// requests.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Carried(Arc<str>);
+
+impl Carried {
+    /// The set of `names`; those that are not header names (empty, or with characters outside
+    /// `!#$%&'*+-.^_`|~` and alphanumerics) are left out.
+    pub fn new<'n>(names: impl IntoIterator<Item = &'n str>) -> Carried {
+        let mut text = String::from("\0");
+        for name in names {
+            let valid = !name.is_empty()
+                && name.bytes().all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b));
+            if valid {
+                text.push_str(&name.to_ascii_lowercase());
+                text.push('\0');
+            }
+        }
+        Carried(Arc::from(text))
+    }
+
+    /// Whether `name` (any case) is in the set.
+    pub fn contains(&self, name: &str) -> bool {
+        let bytes = self.0.as_bytes();
+        bytes.split(|&b| b == 0).any(|entry| !entry.is_empty() && entry.eq_ignore_ascii_case(name.as_bytes()))
+    }
+
+    /// The set as the rule driver reads it: `\0name\0...`.
+    pub fn as_text(&self) -> &str {
+        &self.0
+    }
 }
 
 impl Facts {
@@ -67,8 +127,8 @@ impl Facts {
 ///
 /// The string is the headers as text, `name: value\n` each, which is how the rules engine hands
 /// them to scripts, so it copies them whole. A carriage return or newline in a value (HTTP
-/// forbids them; a hand-written request for `explain` may have one) is dropped, since it would
-/// fake a header.
+/// forbids them; a hand-written request for `explain` or a log line may have one) is dropped,
+/// since it would fake a header, and so is a NUL, which would fake a [`Carried`] name.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Headers {
     text: String,
@@ -83,13 +143,18 @@ impl Headers {
         Headers { text: String::with_capacity(bytes + 3 * count), spans: Vec::with_capacity(count) }
     }
 
-    /// Appends a header; the name is lowercased.
+    /// Appends a header; the name is lowercased. Newlines and NULs are dropped from the name and
+    /// the value (see the type's documentation).
     pub fn push(&mut self, name: &str, value: &str) {
         let start = self.text.len();
-        self.text.push_str(name);
+        if memchr::memchr3(b'\n', b'\r', b'\0', name.as_bytes()).is_some() {
+            self.text.extend(name.chars().filter(|c| !matches!(c, '\n' | '\r' | '\0' | ':')));
+        } else {
+            self.text.push_str(name);
+        }
         self.text[start..].make_ascii_lowercase();
-        if memchr::memchr2(b'\n', b'\r', value.as_bytes()).is_some() {
-            let clean: String = value.chars().filter(|c| *c != '\n' && *c != '\r').collect();
+        if memchr::memchr3(b'\n', b'\r', b'\0', value.as_bytes()).is_some() {
+            let clean: String = value.chars().filter(|c| !matches!(c, '\n' | '\r' | '\0')).collect();
             self.finish_header(start, &clean);
         } else {
             self.finish_header(start, value);

@@ -79,6 +79,9 @@ pub struct Decision {
     pub reason: String,
     /// Rules that failed on the way, with their error (empty, and unallocated, almost always).
     pub failures: Vec<(Arc<str>, String)>,
+    /// Rules skipped because they read a header the request's source did not carry (a replayed
+    /// log line's; see [`crate::facts::Coverage`]). Always empty for live requests.
+    pub unjudged: Vec<Arc<str>>,
 }
 
 /// What one rule did, for `explain`.
@@ -286,6 +289,7 @@ impl Rules {
                     rule: rule.clone(),
                     reason: format!("rule failed: {message}"),
                     failures: vec![(rule.clone(), message.to_string())],
+                    unjudged: Vec::new(),
                 };
                 let trace = vec![RuleOutcome { rule, result: Cow::Owned(format!("error: {message}")) }];
                 (decision, trace)

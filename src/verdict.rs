@@ -6,9 +6,10 @@
 
 use std::net::IpAddr;
 use std::sync::Arc;
+use std::time::Instant;
 
 use crate::app::App;
-use crate::facts::{Facts, Headers};
+use crate::facts::{Coverage, Facts, Headers};
 use crate::metrics::HitSource;
 use crate::rules::lists::List;
 use crate::rules::{Decision, RuleOutcome};
@@ -35,6 +36,11 @@ pub struct ForwardedRequest {
     pub uri: String,
     /// The client's headers (names lowercase), including the forwarding headers.
     pub headers: Headers,
+    /// When the request was made: `None` is now. A replayed log line's time, so that decay and
+    /// request rates follow the log, not the wall clock.
+    pub at: Option<Instant>,
+    /// Which headers the request's source carried (all, for a live request).
+    pub coverage: Coverage,
 }
 
 impl ForwardedRequest {
@@ -125,14 +131,15 @@ fn facts(app: &App, request: ForwardedRequest) -> Facts {
     let address = app.identity.client_address(peer, &request.headers);
     let key = app.identity.key(address);
     let is_trap_url = app.generator.trap_urls().is_trap(&request.uri);
+    let at = request.at.unwrap_or_else(Instant::now);
     if is_trap_url {
         // No human is ever shown a trap URL: asking for one is a trap hit, from any address.
-        app.clients.record_trap_hit(key);
+        app.clients.record_trap_hit_at(key, at);
         app.metrics.trap_hit(HitSource::TrapUrl);
     }
     let geo = app.geo.lookup(address);
     let user_agent = request.header("user-agent").unwrap_or("");
-    let history = app.clients.observe_request(key, user_agent, &geo);
+    let history = app.clients.observe_request_at(key, user_agent, &geo, at);
     let compiled = app.rules.current();
     if history.rate_limited {
         let datacenter = geo.asn.is_some_and(|asn| {
@@ -159,6 +166,7 @@ fn facts(app: &App, request: ForwardedRequest) -> Facts {
         is_trap_url,
         crawler,
         signature: None,
+        coverage: request.coverage,
     };
     facts.signature = app.signatures.check_now(&facts);
     facts

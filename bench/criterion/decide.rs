@@ -32,6 +32,7 @@ fn request(user_agent: &str, client: &str) -> ForwardedRequest {
         host: "site.example".into(),
         uri: "/articles/2024/some-post".into(),
         headers: headers.into_iter().collect(),
+        ..ForwardedRequest::default()
     }
 }
 

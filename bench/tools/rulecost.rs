@@ -36,6 +36,7 @@ fn main() {
         ]
         .into_iter()
         .collect(),
+        ..ForwardedRequest::default()
     };
     let whole = std::env::var_os("DECIDE").is_some();
     let facts = decide_blocking(&app, request.clone()).facts;

@@ -16,7 +16,7 @@ use axum::response::Response;
 
 use crate::app::App;
 use crate::config::{Answer, Mode};
-use crate::facts::Headers;
+use crate::facts::{Coverage, Headers};
 use crate::log_field::clipped;
 use crate::rules::Verdict;
 use crate::verdict::{ForwardedRequest, Judgement, decide};
@@ -69,6 +69,8 @@ pub fn forwarded_request(peer: Option<SocketAddr>, method: &Method, headers: &He
             .unwrap_or("/")
             .to_string(),
         headers: copied,
+        at: None,
+        coverage: Coverage::All,
     }
 }
 

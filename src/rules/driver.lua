@@ -11,6 +11,14 @@ local request = {}
 local blob, headers_from = "", 1
 -- "\nname: " search keys by the name a rule asked for, bounded so odd names cannot grow it.
 local keys, key_count = {}, 0
+-- Whether the request's source carried only some headers (a replayed log line): then the text
+-- ends with the names of those it carried, "\0name\0...", and a rule that asks for any other
+-- cannot be judged (see lua.rs, UNJUDGED).
+local partial = false
+local UNJUDGED = "unjudged: the input does not carry "
+local function not_carried(name)
+  error(UNJUDGED .. name, 0)
+end
 request.header = function(self, name)
   local key = keys[name]
   if key == nil then
@@ -18,7 +26,13 @@ request.header = function(self, name)
     if key_count < 256 then keys[name] = key; key_count = key_count + 1 end
   end
   local start = find(blob, key, headers_from, true)
-  if start == nil then return nil end
+  if start == nil then
+    if partial then
+      local lowered = lower(tostring(name))
+      if not find(blob, "\0" .. lowered .. "\0", headers_from, true) then not_carried(lowered) end
+    end
+    return nil
+  end
   local first = start + #key
   return sub(blob, first, find(blob, "\n", first, true) - 1)
 end
@@ -70,6 +84,8 @@ local lazy = {
   end,
   signed_agent = function() if ends[13] > ends[12] then return cut(12, 13) end end,
   signature_check = function() return cut(13, 14) end,
+  -- Only reached when the source did not carry the User-Agent (else it is set for each request).
+  user_agent = function() not_carried("user-agent") end,
 }
 setmetatable(request, {
   __index = function(_, name)
@@ -94,8 +110,10 @@ local function evaluate(tracing, text, proto, path, user_agent, method_end, prot
   request.ip, request.key, request.asn_org, request.country = nil, nil, nil, nil
   request.claimed_crawler, request.crawler_check, request.verified_crawler = nil, nil, nil
   request.signed_agent, request.signature_check = nil, nil
-  request.proto, request.path, request.user_agent = proto, path, user_agent
-  request.asn = (packed & 16) ~= 0 and packed >> 5 or nil
+  partial = (packed & 32) ~= 0
+  request.proto, request.path = proto, path
+  if (packed & 64) == 0 then request.user_agent = user_agent else request.user_agent = nil end
+  request.asn = (packed & 16) ~= 0 and packed >> 7 or nil
   request.trap_hits, request.trap_score, request.request_rate = trap_hits, trap_score, request_rate
   request.rate_limited = (packed & 1) ~= 0
   request.is_trap_url = (packed & 2) ~= 0

@@ -21,7 +21,7 @@ use super::lists::List;
 use super::watchdog::Registration;
 use super::{Compiled, Decision, FailMode, RuleOutcome, RulesError, Verdict};
 use super::{helpers, patterns};
-use crate::facts::Facts;
+use crate::facts::{Coverage, Facts};
 use crate::numbers::Decimal;
 use crate::signature;
 
@@ -115,6 +115,10 @@ impl Evaluator {
     }
 }
 
+/// How the driver's error for a rule that read a header the request's source did not carry
+/// begins (see `Coverage`); the header's name follows.
+pub(super) const UNJUDGED: &str = "unjudged: the input does not carry ";
+
 /// A failure's text when a state runs out of memory.
 const MEMORY_LIMIT_EXCEEDED: &str = "memory limit exceeded";
 
@@ -130,11 +134,14 @@ fn run(
         let running = state.watch.start(compiled.limits.time);
         let ends = fill_blob(blob, facts);
         // Flags and the ASN in one argument.
+        let partial = facts.coverage != Coverage::All;
         let packed = i64::from(facts.history.rate_limited)
             | i64::from(facts.is_trap_url) << 1
             | i64::from(facts.geo.asn_org.is_some()) << 2
             | i64::from(facts.geo.country.is_some()) << 3
-            | facts.geo.asn.map_or(0, |asn| 1 << 4 | i64::from(asn) << 5);
+            | i64::from(partial) << 5
+            | i64::from(!facts.coverage.carries("user-agent")) << 6
+            | facts.geo.asn.map_or(0, |asn| 1 << 4 | i64::from(asn) << 7);
         let request = driver::Request {
             tracing: trace.is_some(),
             text: blob.as_str(),
@@ -147,7 +154,7 @@ fn run(
         // A rule that ran over the time limit must leave the rules after it time, and not
         // stopped.
         let mut result = state.driver.evaluate(&request, || running.restart());
-        let mut failures = Vec::new();
+        let (mut failures, mut unjudged) = (Vec::new(), Vec::new());
         let mut decision = loop {
             let message = match result {
                 Ok(outcome) => break decided(state, outcome),
@@ -156,6 +163,13 @@ fn run(
             let index = state.failed.call::<usize>(message.as_str()).unwrap_or(0);
             // An error outside any rule (0) leaves nothing to resume at.
             let rule = state.names.get(index.wrapping_sub(1)).cloned();
+            // A rule that read what this request's source did not carry: not a failure, and
+            // skipped whatever the fail mode, since its answer would rest on a guess.
+            if let (Some(rule), true) = (&rule, partial && message.starts_with(UNJUDGED)) {
+                unjudged.push(rule.clone());
+                result = state.driver.resume(|| running.restart());
+                continue;
+            }
             let resumable = rule.is_some() && compiled.fail == FailMode::Open;
             let rule = rule.unwrap_or_else(|| Arc::from("rules"));
             failures.push((rule.clone(), message.clone()));
@@ -166,6 +180,7 @@ fn run(
         };
         // Every failure of the evaluation, not only the last.
         decision.failures = failures;
+        decision.unjudged = unjudged;
         if let Some(trace) = trace {
             let table = state.last_trace.call::<Option<Table>>(()).ok().flatten();
             trace.extend(
@@ -188,7 +203,7 @@ fn decided(state: &ThreadRules, Outcome { index, code, reason }: Outcome) -> Dec
         CODE_TRAP => Verdict::Trap,
         _ => Verdict::Allow,
     };
-    Decision { verdict, rule, reason: reason.unwrap_or_default(), failures: Vec::new() }
+    Decision { verdict, rule, reason: reason.unwrap_or_default(), failures: Vec::new(), unjudged: Vec::new() }
 }
 
 /// Writes the request's text fields into `blob`: method, proto, host, URI, User-Agent, address,
@@ -244,8 +259,13 @@ fn fill_blob(blob: &mut String, facts: &Facts) -> [usize; 14] {
     }
     ends[13] = blob.len();
     blob.push('\n');
-    // Already `name: value\n` each, names lowercase, no newline inside a value.
+    // Already `name: value\n` each, names lowercase, no newline or NUL inside a value.
     blob.push_str(facts.headers.as_text());
+    // Which headers were carried, when not all were: `\0name\0...`, which no header search
+    // (`\nname: `) can match.
+    if let Coverage::Only(carried) = &facts.coverage {
+        blob.push_str(carried.as_text());
+    }
     ends
 }
 
@@ -318,6 +338,7 @@ fn failed(mode: FailMode, rule: &Arc<str>, message: &str) -> Decision {
         rule: rule.clone(),
         reason: format!("rule failed: {message}"),
         failures: vec![(rule.clone(), message.to_string())],
+        unjudged: Vec::new(),
     }
 }
 

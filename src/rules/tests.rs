@@ -46,6 +46,7 @@ struct Request {
     crawler: Option<Claim>,
     signature: Option<Signature>,
     rate_limited: bool,
+    coverage: crate::facts::Coverage,
 }
 
 impl Request {
@@ -67,6 +68,7 @@ impl Request {
             crawler: None,
             signature: None,
             rate_limited: false,
+            coverage: crate::facts::Coverage::All,
         }
     }
 
@@ -94,6 +96,7 @@ impl Request {
             is_trap_url: self.is_trap_url,
             crawler: self.crawler.clone(),
             signature: self.signature.clone(),
+            coverage: self.coverage.clone(),
         }
     }
 }
@@ -351,6 +354,67 @@ fn rules_see_the_signed_agent_and_the_signature_check() {
         ..Request::browser(CHROME)
     };
     assert_eq!(rules.evaluate(&request.facts()).reason, "bingbot verified text/html");
+}
+
+/// What a combined access log carries of a request: User-Agent and Referer.
+fn combined_log() -> crate::facts::Coverage {
+    crate::facts::Coverage::Only(crate::facts::Carried::new(["user-agent", "referer"]))
+}
+
+#[test]
+fn rules_that_read_a_header_the_log_does_not_carry_are_skipped_not_guessed() {
+    let rules = default_rules();
+    // Chrome over HTTPS without Sec-Fetch-* is a lying browser live; in a combined log nothing
+    // says whether it sent them.
+    let chrome = || Request { headers: vec![("user-agent", CHROME)], ..Request::browser(CHROME) };
+    let live = rules.evaluate(&chrome().facts());
+    assert_eq!((live.verdict, &*live.rule), (Verdict::Trap, "lying-browser"));
+    let logged = rules.evaluate(&Request { coverage: combined_log(), ..chrome() }.facts());
+    assert_eq!((logged.verdict, &*logged.rule), (Verdict::Allow, ""), "{logged:?}");
+    assert_eq!(logged.unjudged, [Arc::from("lying-browser")]);
+    assert!(logged.failures.is_empty());
+    // What the log does carry is judged as usual, including a carried header that is missing.
+    let crawler =
+        rules.evaluate(&Request { coverage: combined_log(), ..Request::agent("GPTBot/1.2") }.facts());
+    assert_eq!((crawler.verdict, &*crawler.rule), (Verdict::Trap, "ai-crawlers"));
+    assert!(crawler.unjudged.is_empty());
+    let nameless = rules.evaluate(&Request { coverage: combined_log(), headers: vec![], ..chrome() }.facts());
+    assert_eq!((nameless.verdict, &*nameless.rule), (Verdict::Trap, "no-user-agent"));
+}
+
+#[test]
+fn without_the_user_agent_every_rule_that_reads_it_is_unjudged() {
+    let rules = default_rules();
+    let coverage = crate::facts::Coverage::Only(crate::facts::Carried::new([]));
+    let decision = rules.evaluate(&Request { coverage, ..Request::agent("GPTBot/1.2") }.facts());
+    assert_eq!(decision.verdict, Verdict::Allow, "{decision:?}");
+    let unjudged: Vec<&str> = decision.unjudged.iter().map(|rule| &**rule).collect();
+    assert_eq!(
+        unjudged,
+        [
+            "web-archives",
+            "link-previews",
+            "ai-crawlers",
+            "no-user-agent",
+            "lying-browser",
+            "http-library-from-datacenter"
+        ]
+    );
+    // A trap URL needs no header: still judged.
+    let coverage = crate::facts::Coverage::Only(crate::facts::Carried::new([]));
+    let trap = rules.evaluate(&Request { coverage, is_trap_url: true, ..Request::agent("") }.facts());
+    assert_eq!((trap.verdict, &*trap.rule), (Verdict::Trap, "trap-url"));
+}
+
+#[test]
+fn a_live_rule_cannot_skip_itself_by_raising_the_unjudged_text() {
+    let script = r#"return { { name = "sly", check = function(r)
+        error("unjudged: the input does not carry x", 0)
+    end } }"#;
+    let rules = script_rules(script, FailMode::Closed).unwrap();
+    let decision = rules.evaluate(&Request::browser(CHROME).facts());
+    assert_eq!((decision.verdict, &*decision.rule), (Verdict::Trap, "sly"));
+    assert!(decision.unjudged.is_empty());
 }
 
 fn script_rules(script: &str, fail: FailMode) -> Result<Rules, RulesError> {
