@@ -30,6 +30,7 @@ pub mod log_field;
 pub mod metrics;
 pub mod numbers;
 pub mod reload;
+pub mod replay;
 pub mod rules;
 pub mod secret;
 pub mod signature;

@@ -10,8 +10,10 @@ use std::time::Instant;
 use anyhow::Context;
 use clap::{Parser, Subcommand, ValueEnum};
 use quagmire::config::{Config, ConfigError, LogFormat};
+use quagmire::replay::formats::{Defaults, Format};
+use quagmire::replay::input::Source;
 use quagmire::secret::{SECRET_ENV, Secret, SecretOrigin};
-use quagmire::{App, explain, http};
+use quagmire::{App, explain, http, replay};
 
 /// The environment variable that sets the admin endpoints' bearer token, over the config.
 const ADMIN_TOKEN_ENV: &str = "QUAGMIRE_ADMIN_TOKEN";
@@ -100,6 +102,48 @@ enum Command {
         #[arg(long, short)]
         config: Option<PathBuf>,
     },
+    /// Run access logs through the rules, in the log's own time, and report what they would
+    /// have allowed and trapped.
+    Replay {
+        /// Log files, in order (plain or gzip); `-` reads standard input.
+        #[arg(required = true)]
+        files: Vec<PathBuf>,
+        /// Log format; `auto` detects it from each file's first lines.
+        #[arg(long, default_value = "auto")]
+        format: ReplayFormatArg,
+        /// Config file (KDL): its rules, lists, client settings, trap prefix and secret (trap
+        /// URLs are recognised only with the live service's secret).
+        #[arg(long, short)]
+        config: Option<PathBuf>,
+        /// MaxMind ASN database (.mmdb), overriding the config.
+        #[arg(long)]
+        asn_db: Option<PathBuf>,
+        /// A second ruleset to run on the same requests; the report shows what changes.
+        #[arg(long)]
+        compare: Option<PathBuf>,
+        /// Write the report as JSON to this file.
+        #[arg(long)]
+        json: Option<PathBuf>,
+        /// Write one JSON object per request (line, verdict, rule, client) to this file.
+        #[arg(long)]
+        verdicts: Option<PathBuf>,
+        /// Example lines shown per rule.
+        #[arg(long, default_value_t = 3)]
+        sample: usize,
+        /// Judge rules that read headers the log does not carry as if those headers were not
+        /// sent, instead of skipping them on those lines.
+        #[arg(long)]
+        judge_missing: bool,
+        /// Scheme of requests in a combined log, which does not record it.
+        #[arg(long, default_value = "https")]
+        scheme: String,
+        /// Host of requests in a combined log, which does not record it.
+        #[arg(long, default_value = "")]
+        host: String,
+        /// No progress bar.
+        #[arg(long)]
+        quiet: bool,
+    },
     /// Print the trap page that would be served for PATH.
     Generate {
         /// Path (and query) of the page, e.g. /blog/2019/a-post.
@@ -125,6 +169,15 @@ enum ListsCommand {
         #[arg(long, short)]
         config: Option<PathBuf>,
     },
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum ReplayFormatArg {
+    Auto,
+    Caddy,
+    Traefik,
+    NginxCombined,
+    Jsonl,
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -189,6 +242,37 @@ fn main() -> ExitCode {
             println!("{}\n", snippets.hidden_link);
             println!("# In your robots.txt: polite crawlers stay out of {prefix}/.");
             print!("{}", snippets.robots);
+        }),
+        Command::Replay {
+            files,
+            format,
+            config,
+            asn_db,
+            compare,
+            json,
+            verdicts,
+            sample,
+            judge_missing,
+            scheme,
+            host,
+            quiet,
+        } => load_config(config, asn_db).and_then(|config| {
+            let format = match format {
+                ReplayFormatArg::Auto => None,
+                ReplayFormatArg::Caddy => Some(Format::Caddy),
+                ReplayFormatArg::Traefik => Some(Format::Traefik),
+                ReplayFormatArg::NginxCombined => Some(Format::Combined),
+                ReplayFormatArg::Jsonl => Some(Format::Jsonl),
+            };
+            let options = replay::Options {
+                sources: files.iter().map(|file| Source::from_arg(file)).collect(),
+                format,
+                defaults: Defaults { scheme: scheme.to_ascii_lowercase(), host },
+                samples: sample,
+                judge_missing,
+                progress: !quiet,
+            };
+            run_replay(config, options, compare, json, verdicts)
         }),
         Command::Generate { path, host, config } => load_config(config, None).and_then(|config| {
             init_tracing(config.log_format);
@@ -267,6 +351,43 @@ fn serve(mut config: Config) -> Result<(), Failure> {
         tracing::info!("stopped");
         Ok(())
     })
+}
+
+/// `quagmire replay`: the summary on standard output, the JSON report and the verdicts in
+/// files. The service's shared store is not used: a replay must not change live state.
+fn run_replay(
+    mut config: Config,
+    options: replay::Options,
+    compare: Option<PathBuf>,
+    json: Option<PathBuf>,
+    verdicts: Option<PathBuf>,
+) -> Result<(), Failure> {
+    init_tracing(config.log_format);
+    config.clients.store = Default::default();
+    let secret = resolve_secret(&config);
+    let app = App::build(config, &secret)?;
+    let compare = match compare {
+        Some(path) => Some((replay::compare_rules(&app, path.clone())?, path.display().to_string())),
+        None => None,
+    };
+    let mut verdicts_out = match &verdicts {
+        Some(path) => Some(std::io::BufWriter::new(
+            std::fs::File::create(path).with_context(|| format!("cannot create {}", path.display()))?,
+        )),
+        None => None,
+    };
+    let report = replay::replay(
+        &app,
+        compare.as_ref().map(|(rules, name)| (rules, name.clone())),
+        &options,
+        verdicts_out.as_mut().map(|out| out as &mut dyn std::io::Write),
+    )?;
+    if let Some(path) = &json {
+        let text = serde_json::to_string_pretty(&report.json())?;
+        std::fs::write(path, text + "\n").with_context(|| format!("cannot write {}", path.display()))?;
+    }
+    print!("{}", report.text());
+    Ok(())
 }
 
 /// `quagmire lists update`: one line per list on stdout; an error (exit 1) if any list kept its

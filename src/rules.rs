@@ -50,7 +50,7 @@ pub const DEFAULT_LISTS: &[(&str, &str)] = &[
 ];
 
 /// What a request gets.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Verdict {
     /// Let it through to the site.
     Allow,
