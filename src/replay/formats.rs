@@ -160,7 +160,8 @@ impl Time<'_> {
     fn nanos(&self, name: &'static str) -> Result<i128, LineError> {
         match self {
             Time::Seconds(seconds) if seconds.is_finite() && seconds.abs() < 1e11 => {
-                Ok((seconds * 1e9) as i128)
+                // Whole seconds and the fraction apart: their product would lose the nanoseconds.
+                Ok(seconds.trunc() as i128 * 1_000_000_000 + (seconds.fract() * 1e9).round() as i128)
             }
             Time::Seconds(seconds) => Err(field(name, format!("{seconds} is not a time"))),
             Time::Text(text) => {
