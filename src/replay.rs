@@ -6,7 +6,10 @@
 //! client state and rules, no second implementation. Time is the log's: a line's timestamp is
 //! the request's time for trap-score decay and request rates, so a day replayed in seconds gets
 //! that day's verdicts. A line for a trap URL is a trap hit, as live, and a line under the
-//! trap's prefix was served by the trap listener, which records a hit without a verdict. A rule
+//! trap's prefix was served by the trap listener, which records a hit without a verdict. When
+//! trap verdicts are answered with a status (transparent mode), the proxy served the trap page
+//! in place of the site's, and the trap listener recorded a hit: so does the replay. (With a
+//! redirect, the client's next request under the prefix is a line of its own.) A rule
 //! that reads a header the format does not carry is skipped on that line and reported
 //! ([`crate::facts::Coverage`]). Lines are streamed ([`input`]) and tallied in bounded memory
 //! ([`report`]).
@@ -23,6 +26,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use crate::app::App;
+use crate::config::{Answer, Mode};
 use crate::facts::Coverage;
 use crate::rules::{Rules, Verdict};
 use crate::verdict::{ForwardedRequest, decide_blocking};
@@ -108,6 +112,9 @@ pub fn replay(
     let read = Arc::new(AtomicU64::new(0));
     let progress = Progress::new(options, read.clone());
     let trap_prefix = format!("{}/", app.config.verdict.redirect_prefix.trim_end_matches('/'));
+    let verdict_config = &app.config.verdict;
+    let served_in_place = verdict_config.mode == Mode::Enforce && verdict_config.answer == Answer::Status;
+    let trap = TrapRoutes { prefix: &trap_prefix, served_in_place };
     let several = options.sources.len() > 1;
     for source in &options.sources {
         let mut lines = Lines::open(source, read.clone())?;
@@ -120,7 +127,7 @@ pub fn replay(
         while let Some(line) = lines.next_line() {
             number += 1;
             report.lines += 1;
-            if number % 4096 == 0 {
+            if number.is_multiple_of(4096) {
                 progress.tick(report.lines);
             }
             let place = || format!("{name}:{number}");
@@ -153,7 +160,7 @@ pub fn replay(
                 }
             };
             let at = clock.at(request.time);
-            let outcome = judge(app, compare, request, at, options.judge_missing, &trap_prefix);
+            let outcome = judge(app, compare, request, at, options.judge_missing, &trap);
             let summary = || {
                 format!(
                     "{} {} {} \"{}\"",
@@ -213,6 +220,14 @@ pub fn replay(
     Ok(report)
 }
 
+/// How the proxy routes to the trap, which records hits the replay must record too.
+struct TrapRoutes<'a> {
+    /// Requests under this prefix go straight to the trap listener.
+    prefix: &'a str,
+    /// A trap verdict is answered with the trap page in place of the site's.
+    served_in_place: bool,
+}
+
 /// What one request got.
 struct Judged {
     client: crate::client::ClientKey,
@@ -235,11 +250,11 @@ fn judge(
     request: LogRequest,
     at: Instant,
     judge_missing: bool,
-    trap_prefix: &str,
+    trap: &TrapRoutes,
 ) -> Judged {
     let LogRequest { client, method, proto, host, uri, headers, coverage, .. } = request;
     let user_agent = headers.get("user-agent").unwrap_or_default().to_string();
-    if uri.starts_with(trap_prefix) {
+    if uri.starts_with(trap.prefix) {
         // The proxy sends these straight to the trap listener, which records a hit and asks for
         // no verdict.
         let key = app.identity.key(client);
@@ -276,6 +291,9 @@ fn judge(
         (decision.verdict, decision.rule)
     });
     let facts = &judgement.facts;
+    if judgement.decision.verdict == Verdict::Trap && trap.served_in_place {
+        app.clients.record_trap_hit_at(facts.key, at);
+    }
     Judged {
         client: facts.key,
         client_address: facts.address,

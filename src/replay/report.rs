@@ -59,7 +59,7 @@ impl Top {
         }
         if self.counts.len() >= 2 * TOP_KEPT {
             let mut all: Vec<(Box<str>, u64)> = self.counts.drain().collect();
-            all.sort_unstable_by(|a, b| b.1.cmp(&a.1));
+            all.sort_unstable_by_key(|entry| std::cmp::Reverse(entry.1));
             all.truncate(TOP_KEPT);
             self.counts.extend(all);
         }
@@ -561,7 +561,7 @@ pub fn thousands(n: u64) -> String {
     let digits = n.to_string();
     let mut out = String::with_capacity(digits.len() + digits.len() / 3);
     for (i, digit) in digits.chars().enumerate() {
-        if i > 0 && (digits.len() - i) % 3 == 0 {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
             out.push(',');
         }
         out.push(digit);

@@ -134,7 +134,7 @@ fn rules_a_combined_log_cannot_judge_are_reported_not_guessed() {
     // Chrome without Sec-Fetch-* would be a lying browser live; a combined log never has them.
     let line =
         format!(r#"203.0.113.9 - - [05/Dec/2026:10:00:00 +0000] "GET / HTTP/1.1" 200 1 "-" "{CHROME}""#);
-    let (report, verdicts) = run(&app, &[line.clone()], None);
+    let (report, verdicts) = run(&app, std::slice::from_ref(&line), None);
     assert_eq!(verdict_of(&verdicts, 1), ("allow".into(), "".into()));
     assert_eq!(verdicts[0]["unjudged"], serde_json::json!(["lying-browser"]));
     assert_eq!(report.unjudged.get("lying-browser"), Some(&1));

@@ -38,6 +38,7 @@ mod hostile_rules;
 mod lists_update;
 mod metrics;
 mod proxies;
+mod replay;
 mod signed;
 mod store;
 mod support;

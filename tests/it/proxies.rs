@@ -16,20 +16,20 @@ use tokio::net::{TcpListener, TcpStream};
 use crate::support::{Server, require_program, write_file};
 
 const CHROME: &str = "Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/130.0.0.0 Safari/537.36";
-const GPTBOT: &str =
+pub(crate) const GPTBOT: &str =
     "Mozilla/5.0 AppleWebKit/537.36 (KHTML, like Gecko; compatible; GPTBot/1.2; +https://openai.com/gptbot)";
 const BODY_MARKER: &str = "client-body-marker-7c1f";
 
 /// What the origin received.
 #[derive(Clone, Debug)]
-struct Seen {
+pub(crate) struct Seen {
     path: String,
     headers: HeaderMap,
     body: Bytes,
 }
 
 /// A small origin: `/status/N` answers N, everything else 200 `origin <method> <path>`.
-async fn start_origin() -> (SocketAddr, Arc<Mutex<Vec<Seen>>>) {
+pub(crate) async fn start_origin() -> (SocketAddr, Arc<Mutex<Vec<Seen>>>) {
     let seen = Arc::new(Mutex::new(Vec::new()));
     let record = seen.clone();
     let router =
@@ -88,9 +88,9 @@ async fn start_relay(upstream: SocketAddr) -> (SocketAddr, Arc<Mutex<Vec<u8>>>) 
 }
 
 /// A running proxy; stopped on drop.
-struct Proxy {
+pub(crate) struct Proxy {
     child: Child,
-    address: SocketAddr,
+    pub(crate) address: SocketAddr,
     _dir: tempfile::TempDir,
 }
 
@@ -112,7 +112,7 @@ impl Drop for Proxy {
 }
 
 /// The shipped config with its addresses replaced.
-fn config(
+pub(crate) fn config(
     file: &str,
     proxy: SocketAddr,
     verdict: SocketAddr,
@@ -128,7 +128,7 @@ fn config(
         .replace("127.0.0.1:8080", &origin.to_string())
 }
 
-fn free_address() -> SocketAddr {
+pub(crate) fn free_address() -> SocketAddr {
     std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap()
 }
 
@@ -145,7 +145,7 @@ async fn wait_for(address: SocketAddr, child: &mut Child) {
     panic!("the proxy did not listen on {address}");
 }
 
-async fn start_nginx(binary: &Path, text: &str, address: SocketAddr) -> Proxy {
+pub(crate) async fn start_nginx(binary: &Path, text: &str, address: SocketAddr) -> Proxy {
     let dir = tempfile::tempdir().unwrap();
     let file = write_file(dir.path(), "nginx.conf", text);
     let mut command = Command::new(binary);
@@ -161,7 +161,7 @@ async fn spawn(mut command: Command, dir: tempfile::TempDir, address: SocketAddr
     Proxy { child, address, _dir: dir }
 }
 
-async fn start_caddy(binary: &Path, text: &str, address: SocketAddr) -> Proxy {
+pub(crate) async fn start_caddy(binary: &Path, text: &str, address: SocketAddr) -> Proxy {
     let dir = tempfile::tempdir().unwrap();
     let file = write_file(dir.path(), "Caddyfile", text);
     let mut command = Command::new(binary);
@@ -171,17 +171,20 @@ async fn start_caddy(binary: &Path, text: &str, address: SocketAddr) -> Proxy {
     spawn(command, dir, address).await
 }
 
-/// Traefik with `traefik.yml` and the dynamic file `dynamic` (both with addresses replaced).
-async fn start_traefik(
+/// Traefik with `traefik.yml` (and `extra_static` after it) and the dynamic file `dynamic` (both
+/// with addresses replaced).
+pub(crate) async fn start_traefik(
     binary: &Path,
     dynamic_name: &str,
     dynamic: &str,
     addresses: [SocketAddr; 4],
+    extra_static: &str,
 ) -> Proxy {
     let dir = tempfile::tempdir().unwrap();
     let [address, verdict, trap, origin] = addresses;
     let static_config = config("traefik/traefik.yml", address, verdict, trap, origin)
-        .replace("filename: transparent.yml", &format!("filename: {dynamic_name}"));
+        .replace("filename: transparent.yml", &format!("filename: {dynamic_name}"))
+        + extra_static;
     write_file(dir.path(), "traefik.yml", &static_config);
     write_file(dir.path(), dynamic_name, dynamic);
     let mut command = Command::new(binary);
@@ -216,11 +219,11 @@ enum Mode {
     Redirect,
 }
 
-fn client() -> reqwest::Client {
+pub(crate) fn client() -> reqwest::Client {
     reqwest::Client::builder().redirect(reqwest::redirect::Policy::none()).build().unwrap()
 }
 
-fn browser(request: reqwest::RequestBuilder) -> reqwest::RequestBuilder {
+pub(crate) fn browser(request: reqwest::RequestBuilder) -> reqwest::RequestBuilder {
     request
         .header("user-agent", CHROME)
         .header("accept", "text/html")
@@ -231,7 +234,7 @@ fn browser(request: reqwest::RequestBuilder) -> reqwest::RequestBuilder {
 
 /// Whether a response body is a trap page rather than the origin's, which is "origin METHOD
 /// PATH". (Not "contains no `origin`": the word may well occur in a trap page's prose.)
-fn is_trap_page(body: &str) -> bool {
+pub(crate) fn is_trap_page(body: &str) -> bool {
     body.starts_with("<!DOCTYPE html>")
 }
 
@@ -347,7 +350,7 @@ async fn run(proxy_name: &str, file: &str, mode: Mode, quagmire_config: &str) {
         "haproxy" => start_haproxy(&binary, &text, address).await,
         "traefik" => {
             let name = Path::new(file).file_name().unwrap().to_str().unwrap();
-            start_traefik(&binary, name, &text, [address, relay, server.trap, origin]).await
+            start_traefik(&binary, name, &text, [address, relay, server.trap, origin], "").await
         }
         other => panic!("no runner for {other}"),
     };
