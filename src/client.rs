@@ -102,15 +102,16 @@ impl ClientIdentity {
     }
 }
 
-/// The identity behaviour is tracked under: an address masked to a prefix.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+/// The identity behaviour is tracked under: an address masked to a prefix. Ordered by family
+/// (IPv4 first), then address, then prefix.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct ClientKey {
-    bits: u128,
     family: Family,
+    bits: u128,
     prefix: u8,
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 enum Family {
     V4,
     V6,

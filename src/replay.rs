@@ -2,8 +2,9 @@
 //! done before they do it.
 //!
 //! Each line ([`formats`]) becomes the request the proxy would have asked about and goes
-//! through [`verdict::decide_blocking`], the same `decide` as `/verdict`: identity, enrichment,
-//! client state and rules, no second implementation. Time is the log's: a line's timestamp is
+//! through [`crate::verdict::decide_here`], the same `decide` as `/verdict`: identity, enrichment,
+//! client state and rules, no second implementation (only the rules run on the replay's own
+//! thread rather than a worker's). Time is the log's: a line's timestamp is
 //! the request's time for trap-score decay and request rates, so a day replayed in seconds gets
 //! that day's verdicts. A line for a trap URL is a trap hit, as live, and a line under the
 //! trap's prefix was served by the trap listener, which records a hit without a verdict. When
@@ -27,9 +28,9 @@ use std::time::{Duration, Instant};
 
 use crate::app::App;
 use crate::config::{Answer, Mode};
-use crate::facts::Coverage;
+use crate::facts::{Coverage, Headers};
 use crate::rules::{Rules, Verdict};
-use crate::verdict::{ForwardedRequest, decide_blocking};
+use crate::verdict::{ForwardedRequest, decide_here};
 use formats::{Defaults, Format, LogRequest};
 use input::{InputError, Line, Lines, Source};
 use report::{Outcome, Report, SERVED_BY_TRAP};
@@ -164,7 +165,10 @@ pub fn replay(
             let summary = || {
                 format!(
                     "{} {} {} \"{}\"",
-                    outcome.client_address, outcome.method, outcome.uri, outcome.user_agent
+                    outcome.client_address,
+                    outcome.method,
+                    outcome.uri,
+                    outcome.user_agent()
                 )
             };
             let network = || match (outcome.asn, &outcome.asn_org) {
@@ -201,8 +205,9 @@ pub fn replay(
                 verdict: outcome.verdict,
                 rule: &outcome.rule,
                 unjudged: &outcome.unjudged,
+                failures: &outcome.failures,
                 other,
-                user_agent: &outcome.user_agent,
+                user_agent: outcome.user_agent(),
                 path: outcome.uri.split_once('?').map_or(&outcome.uri, |(path, _)| path),
                 network: &network,
                 request_rate: outcome.request_rate,
@@ -220,6 +225,12 @@ pub fn replay(
     Ok(report)
 }
 
+impl Judged {
+    fn user_agent(&self) -> &str {
+        self.headers.get("user-agent").unwrap_or_default()
+    }
+}
+
 /// How the proxy routes to the trap, which records hits the replay must record too.
 struct TrapRoutes<'a> {
     /// Requests under this prefix go straight to the trap listener.
@@ -234,10 +245,11 @@ struct Judged {
     client_address: IpAddr,
     method: String,
     uri: String,
-    user_agent: String,
+    headers: Headers,
     verdict: Verdict,
     rule: Arc<str>,
     unjudged: Vec<Arc<str>>,
+    failures: Vec<(Arc<str>, String)>,
     other: Option<(Verdict, Arc<str>)>,
     asn: Option<u32>,
     asn_org: Option<String>,
@@ -253,7 +265,6 @@ fn judge(
     trap: &TrapRoutes,
 ) -> Judged {
     let LogRequest { client, method, proto, host, uri, headers, coverage, .. } = request;
-    let user_agent = headers.get("user-agent").unwrap_or_default().to_string();
     if uri.starts_with(trap.prefix) {
         // The proxy sends these straight to the trap listener, which records a hit and asks for
         // no verdict.
@@ -265,10 +276,11 @@ fn judge(
             client_address: client,
             method,
             uri,
-            user_agent,
+            headers,
             verdict: Verdict::Trap,
             rule: rule.clone(),
             unjudged: Vec::new(),
+            failures: Vec::new(),
             other: compare.map(|_| (Verdict::Trap, rule)),
             asn: None,
             asn_org: None,
@@ -285,27 +297,29 @@ fn judge(
         at: Some(at),
         coverage: if judge_missing { Coverage::All } else { coverage },
     };
-    let judgement = decide_blocking(app, forwarded);
+    let judgement = decide_here(app, forwarded);
     let other = compare.map(|rules| {
-        let decision = rules.evaluate_shared(judgement.facts.clone());
+        let decision = rules.evaluate_here(&judgement.facts);
         (decision.verdict, decision.rule)
     });
-    let facts = &judgement.facts;
     if judgement.decision.verdict == Verdict::Trap && trap.served_in_place {
-        app.clients.record_trap_hit_at(facts.key, at);
+        app.clients.record_trap_hit_at(judgement.facts.key, at);
     }
+    // Nothing else holds the facts now: their fields move into the outcome uncopied.
+    let facts = Arc::try_unwrap(judgement.facts).unwrap_or_else(|shared| (*shared).clone());
     Judged {
         client: facts.key,
         client_address: facts.address,
-        method: facts.method.clone(),
-        uri: facts.uri.clone(),
-        user_agent,
+        method: facts.method,
+        uri: facts.uri,
+        headers: facts.headers,
         verdict: judgement.decision.verdict,
         rule: judgement.decision.rule,
         unjudged: judgement.decision.unjudged,
+        failures: judgement.decision.failures,
         other,
         asn: facts.geo.asn,
-        asn_org: facts.geo.asn_org.as_deref().map(str::to_string),
+        asn_org: facts.geo.asn_org,
         request_rate: facts.history.request_rate,
     }
 }

@@ -267,6 +267,35 @@ impl Rules {
         self.answered(answer).0
     }
 
+    /// Runs the rules on `facts` on the calling thread, in a Lua state of its own kept for this
+    /// thread and ruleset: for a tool that judges many requests in a row (`replay`), where a
+    /// hand-over to a worker and back for each request would cost more than the rules. The time
+    /// and memory limits apply as on a worker; the worker pool's backstop for a call into C that
+    /// runs long does not: the caller waits for it, as nobody else is.
+    pub fn evaluate_here(&self, facts: &Facts) -> Decision {
+        thread_local! {
+            /// Per ruleset (told apart by the address of its `current`), this thread's state.
+            static EVALUATORS: std::cell::RefCell<Vec<(usize, lua::Evaluator)>> =
+                const { std::cell::RefCell::new(Vec::new()) };
+        }
+        let compiled = self.current();
+        let id = Arc::as_ptr(&self.current) as usize;
+        EVALUATORS.with_borrow_mut(|evaluators| {
+            let index = match evaluators.iter().position(|(owner, _)| *owner == id) {
+                Some(index) => index,
+                None => {
+                    // Rulesets of a tool that are gone leave their states here: keep a few.
+                    if evaluators.len() >= 4 {
+                        evaluators.remove(0);
+                    }
+                    evaluators.push((id, lua::Evaluator::new()));
+                    evaluators.len() - 1
+                }
+            };
+            evaluators[index].1.evaluate(&compiled, facts, false).0
+        })
+    }
+
     /// Runs the rules on `facts` and records what each rule did (blocking, as `evaluate`).
     pub fn evaluate_traced(&self, facts: &Facts) -> (Decision, Vec<RuleOutcome>) {
         let answer = self.pool.evaluate_blocking(Arc::new(facts.clone()), true);

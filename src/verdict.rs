@@ -86,6 +86,14 @@ pub fn decide_blocking(app: &App, request: ForwardedRequest) -> Judgement {
     Judgement { facts, decision }
 }
 
+/// [`decide_blocking`] with the rules run on the calling thread ([`crate::rules::Rules::evaluate_here`]):
+/// for a tool that judges many requests in a row, such as `replay`.
+pub fn decide_here(app: &App, request: ForwardedRequest) -> Judgement {
+    let facts = Arc::new(facts(app, request));
+    let decision = app.rules.evaluate_here(&facts);
+    Judgement { facts, decision }
+}
+
 /// Like [`decide_blocking`], with every rule's result (for `explain`).
 pub fn decide_traced(app: &App, request: ForwardedRequest) -> (Judgement, Vec<RuleOutcome>) {
     let facts = facts(app, request);

@@ -147,13 +147,39 @@ fn json_error(format: Format, error: serde_json::Error) -> LineError {
     LineError::Json { format: format.name(), reason: error.to_string() }
 }
 
-/// A time as a number of seconds since the epoch or an RFC 3339 text.
-#[derive(Deserialize)]
-#[serde(untagged)]
+/// A time as a number of seconds since the epoch or an RFC 3339 text. (Read by a visitor of its
+/// own: serde's untagged enums buffer every value first, which costs an allocation per line.)
 enum Time<'a> {
     Seconds(f64),
-    #[serde(borrow)]
     Text(Cow<'a, str>),
+}
+
+impl<'de: 'a, 'a> Deserialize<'de> for Time<'a> {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Visitor<'a>(std::marker::PhantomData<&'a ()>);
+        impl<'de: 'a, 'a> serde::de::Visitor<'de> for Visitor<'a> {
+            type Value = Time<'a>;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("seconds since the epoch or an RFC 3339 time")
+            }
+            fn visit_f64<E>(self, value: f64) -> Result<Time<'a>, E> {
+                Ok(Time::Seconds(value))
+            }
+            fn visit_u64<E>(self, value: u64) -> Result<Time<'a>, E> {
+                Ok(Time::Seconds(value as f64))
+            }
+            fn visit_i64<E>(self, value: i64) -> Result<Time<'a>, E> {
+                Ok(Time::Seconds(value as f64))
+            }
+            fn visit_borrowed_str<E>(self, value: &'de str) -> Result<Time<'a>, E> {
+                Ok(Time::Text(Cow::Borrowed(value)))
+            }
+            fn visit_str<E>(self, value: &str) -> Result<Time<'a>, E> {
+                Ok(Time::Text(Cow::Owned(value.to_string())))
+            }
+        }
+        deserializer.deserialize_any(Visitor(std::marker::PhantomData))
+    }
 }
 
 impl Time<'_> {
@@ -189,12 +215,36 @@ fn address(name: &'static str, text: &str) -> Result<IpAddr, LineError> {
         .map_err(|_| field(name, format!("`{text}` is not an address")))
 }
 
-/// A header's value or values.
-#[derive(Deserialize)]
-#[serde(untagged)]
+/// A header's value or values (read by a visitor of its own, as [`Time`]).
 enum Values<'a> {
-    One(#[serde(borrow)] Cow<'a, str>),
-    Many(#[serde(borrow)] Vec<Cow<'a, str>>),
+    One(Cow<'a, str>),
+    Many(Vec<Cow<'a, str>>),
+}
+
+impl<'de: 'a, 'a> Deserialize<'de> for Values<'a> {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Visitor<'a>(std::marker::PhantomData<&'a ()>);
+        impl<'de: 'a, 'a> serde::de::Visitor<'de> for Visitor<'a> {
+            type Value = Values<'a>;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a header value or a list of them")
+            }
+            fn visit_borrowed_str<E>(self, value: &'de str) -> Result<Values<'a>, E> {
+                Ok(Values::One(Cow::Borrowed(value)))
+            }
+            fn visit_str<E>(self, value: &str) -> Result<Values<'a>, E> {
+                Ok(Values::One(Cow::Owned(value.to_string())))
+            }
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<Values<'a>, A::Error> {
+                let mut values = Vec::with_capacity(seq.size_hint().unwrap_or(1));
+                while let Some(value) = seq.next_element::<Cow<'a, str>>()? {
+                    values.push(value);
+                }
+                Ok(Values::Many(values))
+            }
+        }
+        deserializer.deserialize_any(Visitor(std::marker::PhantomData))
+    }
 }
 
 #[derive(Deserialize)]

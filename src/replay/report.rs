@@ -1,10 +1,11 @@
 //! What a replay found, tallied line by line in bounded memory, and written for a person (a
 //! terminal summary) or a machine (JSON).
 
-use std::collections::HashMap;
 use std::fmt::Write as _;
 use std::sync::Arc;
 use std::time::Duration;
+
+use foldhash::HashMap;
 
 use serde_json::{Value, json};
 
@@ -109,6 +110,8 @@ pub struct Outcome<'a> {
     pub rule: &'a Arc<str>,
     /// Rules skipped on this line.
     pub unjudged: &'a [Arc<str>],
+    /// Rules that failed on this line, with their error.
+    pub failures: &'a [(Arc<str>, String)],
     /// The other ruleset's verdict and rule, with `--compare`.
     pub other: Option<(Verdict, &'a Arc<str>)>,
     /// The user agent, path and network (ASN or address block).
@@ -139,6 +142,8 @@ pub struct Report {
     by_rule_verdict: HashMap<Arc<str>, Verdict>,
     /// Lines each rule could not be judged on.
     pub unjudged: HashMap<Arc<str>, u64>,
+    /// Lines each rule failed on (an error, or over a limit), with its first error.
+    pub errors: HashMap<Arc<str>, (u64, String)>,
     samples: HashMap<Arc<str>, Vec<Sample>>,
     sample_count: usize,
     clients: HashMap<ClientKey, ClientTally>,
@@ -180,12 +185,13 @@ impl Report {
             bad_lines: 0,
             bad_shown: Vec::new(),
             requests: Counts::default(),
-            by_rule: HashMap::new(),
-            by_rule_verdict: HashMap::new(),
-            unjudged: HashMap::new(),
-            samples: HashMap::new(),
+            by_rule: HashMap::default(),
+            by_rule_verdict: HashMap::default(),
+            unjudged: HashMap::default(),
+            errors: HashMap::default(),
+            samples: HashMap::default(),
             sample_count: samples,
-            clients: HashMap::new(),
+            clients: HashMap::default(),
             client_capacity,
             clients_untallied: 0,
             agents: Top::default(),
@@ -194,9 +200,9 @@ impl Report {
             comparison: compare.map(|script| Comparison {
                 script,
                 requests: Counts::default(),
-                by_rule: HashMap::new(),
+                by_rule: HashMap::default(),
                 changed_lines: 0,
-                transitions: HashMap::new(),
+                transitions: HashMap::default(),
                 samples: Vec::new(),
             }),
             elapsed: Duration::ZERO,
@@ -220,20 +226,37 @@ impl Report {
             verdict,
             rule,
             unjudged,
+            failures,
             other,
             user_agent,
             path,
             network,
             request_rate,
         } = outcome;
-        self.requests.add(verdict);
-        *self.by_rule.entry(rule.clone()).or_default() += 1;
-        self.by_rule_verdict.entry(rule.clone()).or_insert(verdict);
-        for skipped in unjudged {
-            *self.unjudged.entry(skipped.clone()).or_default() += 1;
+        for (failed, message) in failures {
+            self.errors.entry(failed.clone()).or_insert_with(|| (0, message.clone())).0 += 1;
         }
-        let samples = self.samples.entry(rule.clone()).or_default();
-        if samples.len() < self.sample_count {
+        self.requests.add(verdict);
+        // Looked up before inserting: a rule's name is cloned once, not once per line.
+        match self.by_rule.get_mut(rule) {
+            Some(count) => *count += 1,
+            None => {
+                self.by_rule.insert(rule.clone(), 1);
+                self.by_rule_verdict.insert(rule.clone(), verdict);
+                self.samples.insert(rule.clone(), Vec::new());
+            }
+        }
+        for skipped in unjudged {
+            match self.unjudged.get_mut(skipped) {
+                Some(count) => *count += 1,
+                None => {
+                    self.unjudged.insert(skipped.clone(), 1);
+                }
+            }
+        }
+        if let Some(samples) = self.samples.get_mut(rule)
+            && samples.len() < self.sample_count
+        {
             samples.push(Sample { place: place(), summary: summary() });
         }
         if verdict == Verdict::Trap {
@@ -302,18 +325,14 @@ impl Report {
             .iter()
             .filter(|(_, tally)| (tally.trapped > 0) != (tally.trapped_other > 0))
             .collect();
-        changed.sort_by(|a, b| {
-            b.1.requests.cmp(&a.1.requests).then_with(|| a.0.to_string().cmp(&b.0.to_string()))
-        });
+        changed.sort_by(|a, b| b.1.requests.cmp(&a.1.requests).then(a.0.cmp(b.0)));
         (Counts { allow: self.clients.len() as u64 - trap, trap }, changed)
     }
 
     fn top_unruled(&self) -> Vec<(&ClientKey, &ClientTally)> {
         let mut all: Vec<_> =
             self.clients.iter().filter(|(_, tally)| tally.trapped == 0 && tally.unruled_rate > 0.0).collect();
-        all.sort_by(|a, b| {
-            b.1.unruled_rate.total_cmp(&a.1.unruled_rate).then_with(|| a.0.to_string().cmp(&b.0.to_string()))
-        });
+        all.sort_by(|a, b| b.1.unruled_rate.total_cmp(&a.1.unruled_rate).then(a.0.cmp(b.0)));
         all.truncate(TOP_SHOWN);
         all
     }
@@ -348,6 +367,7 @@ impl Report {
             "clients_untallied_requests": self.clients_untallied,
             "by_rule": by_rule,
             "unjudged_rules": unjudged,
+            "rule_errors": self.errors.iter().map(|(rule, (count, first))| (rule.to_string(), json!({ "lines": count, "first": first }))).collect::<serde_json::Map<_, _>>(),
             "top_trapped": { "user_agents": top(&self.agents), "networks": top(&self.networks), "paths": top(&self.paths) },
             "top_unruled_clients": self.top_unruled().iter().map(|(key, tally)| json!({
                 "client": key.to_string(),
@@ -441,6 +461,20 @@ impl Report {
             );
             for (rule, count) in Self::rules_by_count(&self.unjudged) {
                 let _ = writeln!(out, "  {:<42} {:>10} lines", rule, thousands(count));
+            }
+        }
+        if !self.errors.is_empty() {
+            let _ = writeln!(out, "\nRules that failed (the fail mode decided for them):");
+            let mut errors: Vec<_> = self.errors.iter().collect();
+            errors.sort_by(|a, b| b.1.0.cmp(&a.1.0).then(a.0.cmp(b.0)));
+            for (rule, (count, first)) in errors {
+                let _ = writeln!(
+                    out,
+                    "  {:<42} {:>10} lines; first: {}",
+                    rule,
+                    thousands(*count),
+                    clip(first, 200)
+                );
             }
         }
         for (title, top) in [
