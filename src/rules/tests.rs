@@ -407,6 +407,24 @@ fn without_the_user_agent_every_rule_that_reads_it_is_unjudged() {
 }
 
 #[test]
+fn rules_evaluated_on_the_callers_thread_keep_their_limits_and_their_own_state() {
+    let looping = script_rules(
+        r#"return { { name = "spin", check = function(r) if r.path == "/spin" then while true do end end end } }"#,
+        FailMode::Closed,
+    )
+    .unwrap();
+    let defaults = default_rules();
+    // Two rulesets on one thread, interleaved: each answers with its own rules.
+    for _ in 0..3 {
+        let spun = looping.evaluate_here(&Request { uri: "/spin", ..Request::browser(CHROME) }.facts());
+        assert_eq!((spun.verdict, &*spun.rule), (Verdict::Trap, "spin"), "{spun:?}");
+        assert!(spun.reason.contains("time limit"), "{spun:?}");
+        let crawler = defaults.evaluate_here(&Request::agent("GPTBot/1.2").facts());
+        assert_eq!(&*crawler.rule, "ai-crawlers");
+    }
+}
+
+#[test]
 fn a_live_rule_cannot_skip_itself_by_raising_the_unjudged_text() {
     let script = r#"return { { name = "sly", check = function(r)
         error("unjudged: the input does not carry x", 0)
