@@ -77,9 +77,24 @@ pub fn compare_rules(app: &App, path: PathBuf) -> Result<Rules, ReplayError> {
 struct LogClock {
     origin: Instant,
     first: Option<i128>,
+    latest: Option<i128>,
 }
 
+/// How far a line may be earlier than the latest before it without counting as out of order
+/// (proxies log a request when it ends, so lines are not quite in order of their start).
+const OUT_OF_ORDER: i128 = 60_000_000_000;
+
 impl LogClock {
+    /// Whether a line at `nanos` is over a minute earlier than the latest line so far (which it
+    /// then stays): the inputs are out of order, and verdicts for such lines are not the log's.
+    fn went_back(&mut self, nanos: i128) -> bool {
+        let latest = self.latest.get_or_insert(nanos);
+        if nanos > *latest {
+            *latest = nanos;
+        }
+        *latest - nanos > OUT_OF_ORDER
+    }
+
     fn at(&mut self, nanos: i128) -> Instant {
         let first = *self.first.get_or_insert(nanos);
         let offset = nanos - first;
@@ -109,7 +124,7 @@ pub fn replay(
         None => (None, None),
     };
     let mut report = Report::new(capacity, options.samples, compare_name);
-    let mut clock = LogClock { origin: Instant::now(), first: None };
+    let mut clock = LogClock { origin: Instant::now(), first: None, latest: None };
     let read = Arc::new(AtomicU64::new(0));
     let progress = Progress::new(options, read.clone());
     let trap_prefix = format!("{}/", app.config.verdict.redirect_prefix.trim_end_matches('/'));
@@ -132,14 +147,19 @@ pub fn replay(
                 progress.tick(report.lines);
             }
             let place = || format!("{name}:{number}");
-            let text = match line? {
-                Line::TooLong(bytes) => {
+            let text = match line {
+                // The rest of this source cannot be read: said where, and the next one replayed.
+                Err(error) => {
+                    report.bad_line(place, || format!("unreadable from here on: {}", error.error));
+                    break;
+                }
+                Ok(Line::TooLong(bytes)) => {
                     report.bad_line(place, || {
                         format!("longer than {} bytes ({bytes}); skipped", input::MAX_LINE)
                     });
                     continue;
                 }
-                Line::Text(text) => text,
+                Ok(Line::Text(text)) => text,
             };
             if text.trim().is_empty() {
                 report.blank_lines += 1;
@@ -161,6 +181,9 @@ pub fn replay(
                 }
             };
             let at = clock.at(request.time);
+            if clock.went_back(request.time) {
+                report.out_of_order += 1;
+            }
             let outcome = judge(app, compare, request, at, options.judge_missing, &trap);
             let summary = || {
                 format!(

@@ -137,7 +137,7 @@ fn is_forwarding(name: &str) -> bool {
 pub fn parse(format: Format, line: &str, defaults: &Defaults) -> Result<LogRequest, LineError> {
     match format {
         Format::Caddy => parse_caddy(line),
-        Format::Traefik => parse_traefik(line),
+        Format::Traefik => parse_traefik(line, defaults),
         Format::Combined => parse_combined(line, defaults),
         Format::Jsonl => parse_jsonl(line),
     }
@@ -301,7 +301,7 @@ fn parse_caddy(line: &str) -> Result<LogRequest, LineError> {
     })
 }
 
-fn parse_traefik(line: &str) -> Result<LogRequest, LineError> {
+fn parse_traefik(line: &str, defaults: &Defaults) -> Result<LogRequest, LineError> {
     let parsed: HashMap<Cow<str>, Value> =
         serde_json::from_str(line).map_err(|error| json_error(Format::Traefik, error))?;
     let text = |name: &'static str| parsed.get(name).and_then(Value::as_str);
@@ -309,10 +309,10 @@ fn parse_traefik(line: &str) -> Result<LogRequest, LineError> {
     let time = rfc3339(required("StartUTC")?).ok_or_else(|| {
         field("StartUTC", format!("`{}` is not an RFC 3339 time", text("StartUTC").unwrap_or("")))
     })?;
-    let client = address(
-        "ClientHost",
-        text("ClientHost").or(text("ClientAddr")).ok_or_else(|| field("ClientHost", "missing"))?,
-    )?;
+    // With `forwardedHeaders.trustedIPs`, Traefik logs the forwarded chain as `ClientHost`
+    // ("client, hop"): the last entry is the one the trusted hop saw.
+    let host = text("ClientHost").or(text("ClientAddr")).ok_or_else(|| field("ClientHost", "missing"))?;
+    let client = address("ClientHost", host.rsplit(',').next().unwrap_or(host))?;
     let mut headers = Headers::default();
     let mut names = Vec::new();
     for (key, value) in &parsed {
@@ -328,7 +328,7 @@ fn parse_traefik(line: &str) -> Result<LogRequest, LineError> {
         time,
         client,
         method: required("RequestMethod")?.into(),
-        proto: text("RequestScheme").unwrap_or("http").to_ascii_lowercase(),
+        proto: text("RequestScheme").map_or_else(|| defaults.scheme.clone(), str::to_ascii_lowercase),
         host: text("RequestHost").unwrap_or_default().into(),
         uri: required("RequestPath")?.into(),
         headers,

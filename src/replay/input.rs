@@ -68,6 +68,7 @@ pub struct Lines {
     reader: Box<dyn BufRead>,
     buffer: Vec<u8>,
     name: String,
+    failed: bool,
 }
 
 impl Lines {
@@ -86,18 +87,25 @@ impl Lines {
         } else {
             Box::new(counted)
         };
-        Ok(Lines { reader, buffer: Vec::with_capacity(4096), name })
+        Ok(Lines { reader, buffer: Vec::with_capacity(4096), name, failed: false })
     }
 
-    /// The next line; `None` at the end.
+    /// The next line; `None` at the end. After an error (a truncated or corrupt gzip file, a
+    /// failing disk) there are no more lines.
     pub fn next_line(&mut self) -> Option<Result<Line<'_>, InputError>> {
+        if self.failed {
+            return None;
+        }
         self.buffer.clear();
         let mut skipped = 0u64;
         loop {
             let available = match self.reader.fill_buf() {
                 Ok(available) => available,
                 Err(error) if error.kind() == io::ErrorKind::Interrupted => continue,
-                Err(error) => return Some(Err(InputError { source_name: self.name.clone(), error })),
+                Err(error) => {
+                    self.failed = true;
+                    return Some(Err(InputError { source_name: self.name.clone(), error }));
+                }
             };
             if available.is_empty() {
                 if self.buffer.is_empty() && skipped == 0 {

@@ -20,6 +20,8 @@ pub const SERVED_BY_TRAP: &str = "(served by the trap)";
 const TOP_KEPT: usize = 2000;
 /// Rows shown per "top" table.
 const TOP_SHOWN: usize = 10;
+/// Bytes kept of a user agent or path in the top tables.
+const KEY_BYTES: usize = 200;
 /// Bad lines described by number and reason.
 const BAD_SHOWN: usize = 10;
 
@@ -54,6 +56,9 @@ struct Top {
 
 impl Top {
     fn add(&mut self, key: &str) {
+        // A header or path can be a megabyte long: the tables keep a readable head of it, so
+        // their memory stays bounded whatever the log holds.
+        let key = clip(key, KEY_BYTES);
         if let Some(count) = self.counts.get_mut(key) {
             *count += 1;
             return;
@@ -134,6 +139,8 @@ pub struct Report {
     pub blank_lines: u64,
     /// Lines that are not requests.
     pub bad_lines: u64,
+    /// Lines over a minute earlier than a line before them (inputs out of order).
+    pub out_of_order: u64,
     bad_shown: Vec<(String, String)>,
     /// Replayed requests by verdict.
     pub requests: Counts,
@@ -183,6 +190,7 @@ impl Report {
             lines: 0,
             blank_lines: 0,
             bad_lines: 0,
+            out_of_order: 0,
             bad_shown: Vec::new(),
             requests: Counts::default(),
             by_rule: HashMap::default(),
@@ -361,6 +369,7 @@ impl Report {
             "lines": self.lines,
             "blank_lines": self.blank_lines,
             "bad_lines": self.bad_lines,
+            "out_of_order_lines": self.out_of_order,
             "bad_line_examples": self.bad_shown.iter().map(|(place, reason)| json!({ "line": place, "reason": reason })).collect::<Vec<_>>(),
             "requests": self.requests.json(),
             "clients": self.clients().json(),
@@ -415,11 +424,19 @@ impl Report {
         if self.bad_lines > 0 {
             let _ = writeln!(out, "\n{} bad lines (not requests; skipped):", thousands(self.bad_lines));
             for (place, reason) in &self.bad_shown {
-                let _ = writeln!(out, "  {place}: {reason}");
+                let _ = writeln!(out, "  {}: {}", printable(place), printable(reason));
             }
             if self.bad_lines > self.bad_shown.len() as u64 {
                 let _ = writeln!(out, "  …");
             }
+        }
+        if self.out_of_order > 0 {
+            let _ = writeln!(
+                out,
+                "\n{} lines are over a minute earlier than a line before them: give the logs oldest first \
+                 (access.log.2 access.log.1 access.log), or their verdicts are not the ones they had.",
+                thousands(self.out_of_order)
+            );
         }
         let total = self.requests.allow + self.requests.trap;
         let clients = self.clients();
@@ -473,7 +490,7 @@ impl Report {
                     "  {:<42} {:>10} lines; first: {}",
                     rule,
                     thousands(*count),
-                    clip(first, 200)
+                    printable(clip(first, 200))
                 );
             }
         }
@@ -488,7 +505,7 @@ impl Report {
             }
             let _ = writeln!(out, "\n{title}:");
             for (key, count) in rows {
-                let _ = writeln!(out, "  {:>10}  {}", thousands(count), clip(key, 100));
+                let _ = writeln!(out, "  {:>10}  {}", thousands(count), printable(clip(key, 100)));
             }
         }
         let unruled = self.top_unruled();
@@ -501,7 +518,7 @@ impl Report {
                     key.to_string(),
                     per_minute(tally.unruled_rate),
                     thousands(tally.requests),
-                    tally.unruled_agent
+                    printable(&tally.unruled_agent)
                 );
             }
         }
@@ -511,7 +528,7 @@ impl Report {
                 let Some(samples) = self.samples.get(rule) else { continue };
                 let _ = writeln!(out, "  {}:", rule_name(rule));
                 for sample in samples {
-                    let _ = writeln!(out, "    {}  {}", sample.place, sample.summary);
+                    let _ = writeln!(out, "    {}  {}", printable(&sample.place), printable(&sample.summary));
                 }
             }
         }
@@ -553,11 +570,33 @@ impl Report {
                 );
             }
             for sample in &comparison.samples {
-                let _ = writeln!(out, "    {}  {}", sample.place, sample.summary);
+                let _ = writeln!(out, "    {}  {}", printable(&sample.place), printable(&sample.summary));
             }
         }
         out
     }
+}
+
+/// `text` with what a terminal would act on (control characters, C1 controls, bidirectional
+/// overrides) written as `\u{..}` escapes: a log line must not move the cursor or recolour the
+/// report of the person reading it.
+fn printable(text: &str) -> std::borrow::Cow<'_, str> {
+    let acts = |c: char| {
+        c.is_control()
+            || matches!(c, '\u{200e}' | '\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
+    };
+    if !text.chars().any(acts) {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len() + 8);
+    for c in text.chars() {
+        if acts(c) {
+            let _ = write!(out, "\\u{{{:x}}}", u32::from(c));
+        } else {
+            out.push(c);
+        }
+    }
+    std::borrow::Cow::Owned(out)
 }
 
 /// `text` cut to at most `max` bytes on a character boundary.

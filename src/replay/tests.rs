@@ -106,6 +106,59 @@ fn hostile_input_is_counted_and_described_and_the_rest_replayed() {
 }
 
 #[test]
+fn a_gzip_file_cut_short_is_a_bad_line_and_the_next_file_is_replayed() {
+    let app = app();
+    let dir = tempfile::tempdir().unwrap();
+    let gzipped = dir.path().join("access.log.1.gz");
+    let mut encoder = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+    for second in 0..5 {
+        writeln!(encoder, "{}", browser(&format!("2026-12-05T10:00:0{second}Z"), "203.0.113.1", "/a"))
+            .unwrap();
+    }
+    let mut bytes = encoder.finish().unwrap();
+    // Cut short, as a log rotated while it was being written.
+    bytes.truncate(bytes.len() / 2);
+    std::fs::write(&gzipped, &bytes).unwrap();
+    let plain = dir.path().join("access.log");
+    std::fs::write(&plain, browser("2026-12-05T10:00:09Z", "203.0.113.1", "/b") + "\n").unwrap();
+    let report = replay(&app, None, &options(&[&gzipped, &plain]), None).unwrap();
+    let text = report.text();
+    assert!(text.contains("access.log.1.gz:1: unreadable from here on"), "{text}");
+    let json = report.json();
+    assert_eq!(json["requests"]["allow"], 1, "the next file is replayed: {text}");
+}
+
+#[test]
+fn logs_given_newest_first_are_reported_as_out_of_order() {
+    let app = app();
+    let lines = [
+        browser("2026-12-05T10:00:00Z", "203.0.113.1", "/today"),
+        browser("2026-12-04T10:00:00Z", "203.0.113.1", "/yesterday"),
+        browser("2026-12-04T10:00:01Z", "203.0.113.1", "/yesterday"),
+    ];
+    let (report, _) = run(&app, &lines, None);
+    assert_eq!(report.out_of_order, 2);
+    assert!(report.text().contains("give the logs oldest first"), "{}", report.text());
+    assert_eq!(report.json()["out_of_order_lines"], 2);
+}
+
+#[test]
+fn what_a_log_line_holds_cannot_drive_the_terminal_or_the_memory() {
+    let app = app();
+    let agent = format!("GPTBot/1.2 \\u001b[2J\\u001b]0;owned\\u0007 {}", "x".repeat(100_000));
+    let line = format!(
+        r#"{{"time":"2026-12-05T10:00:00Z","client":"203.0.113.9","uri":"/","headers":{{"user-agent":"{agent}"}}}}"#
+    );
+    let (report, _) = run(&app, &[line], None);
+    let text = report.text();
+    assert!(!text.contains('\u{1b}') && !text.contains('\u{7}'), "{text}");
+    assert!(text.contains("\\u{1b}[2J"), "{text}");
+    // The top tables keep a head of each user agent, not all of it.
+    let kept = report.json()["top_trapped"]["user_agents"][0]["value"].as_str().unwrap().len();
+    assert!(kept <= 200, "{kept} bytes kept");
+}
+
+#[test]
 fn gzip_and_several_files_read_in_order() {
     let app = app();
     let dir = tempfile::tempdir().unwrap();

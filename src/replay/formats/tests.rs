@@ -49,6 +49,11 @@ fn traefik_lines_carry_the_headers_its_config_keeps() {
     assert!(request.coverage.carries("user-agent"));
     assert!(!request.coverage.carries("cookie"), "a redacted value is not known");
     assert!(!request.coverage.carries("sec-fetch-mode"), "a header Traefik drops may have been sent");
+    // Behind a trusted load balancer Traefik logs the forwarded chain; without a scheme, the
+    // command line's.
+    let chained = r#"{"ClientHost":"6.6.6.6, 203.0.113.9","RequestMethod":"GET","RequestPath":"/","StartUTC":"2026-12-05T10:00:00Z"}"#;
+    let request = parsed(Format::Traefik, chained);
+    assert_eq!((request.client.to_string().as_str(), request.proto.as_str()), ("203.0.113.9", "https"));
 }
 
 #[test]
