@@ -157,23 +157,23 @@ impl<R: Rng + Clone> PageWriter<'_, R> {
         self.look.html_open(&mut self.out);
         self.push("<meta charset=\"utf-8\">");
         self.newline();
+        // The stylesheet before or after the viewport meta; then the description and the title,
+        // last. The order is what keeps runs of fixed markup short: the title ends with the
+        // drawn site name, so `</title></head><body class="` is all that follows it, and the
+        // description's close is followed only by `<title>`.
+        let style_early = self.look.style_early();
+        if style_early {
+            self.look.style(self.urls.words(), &mut self.out);
+        }
         self.push("<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">");
         self.newline();
-        let title_first = self.look.title_first();
-        // The title walks the page RNG first whatever the order, so pages differ only in layout.
+        if !style_early {
+            self.look.style(self.urls.words(), &mut self.out);
+        }
         let title_start = self.chain.sentence_start(&mut self.rng);
         let title_words = 4 + below(&mut self.rng, 6);
-        let title = if title_first {
-            let title = self.title(site, title_start, title_words);
-            self.description();
-            self.look.style(self.urls.words(), &mut self.out);
-            title
-        } else {
-            self.look.style(self.urls.words(), &mut self.out);
-            let title = self.title(site, title_start, title_words);
-            self.description();
-            title
-        };
+        self.description();
+        let title = self.title(site, title_start, title_words);
         self.push("</head>");
         self.newline();
         title
@@ -428,7 +428,11 @@ impl<R: Rng + Clone> PageWriter<'_, R> {
         let section = &section[..section.iter().position(|&b| b == b'/').unwrap_or(section.len())];
         let len = section.len().min(label.len());
         label[..len].copy_from_slice(&section[..len]);
-        label[0].make_ascii_uppercase();
+        match self.look.nav_case() {
+            0 => label[0].make_ascii_uppercase(),
+            1 => {}
+            _ => label.make_ascii_uppercase(),
+        }
         self.push("\">");
         self.out.push(&label[..len]);
         self.push("</a>");

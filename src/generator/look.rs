@@ -74,6 +74,8 @@ enum Piece {
     End,
     Quotes,
     Comments,
+    ItemEnd,
+    NavCase,
     // Per role, offset by the role's number.
     Tag = 64,
     Class = 128,
@@ -241,8 +243,8 @@ impl Look {
         self.newline(out);
     }
 
-    /// Whether the title comes before the description and stylesheet.
-    pub(super) fn title_first(&self) -> bool {
+    /// Whether the stylesheet comes before the viewport meta.
+    pub(super) fn style_early(&self) -> bool {
         self.flip(Piece::HeadOrder, 2)
     }
 
@@ -257,10 +259,15 @@ impl Look {
     /// How the description meta is written: `None` when this site has none, else the opening
     /// (up to the content) and the closing.
     pub(super) fn description(&self) -> Option<(&'static str, &'static str)> {
-        match below(&mut self.rng(Piece::Description as u64), 4) {
+        // The content first: `<meta name="description" content="` would be a run of fixed text
+        // longer than the fingerprint allows.
+        match below(&mut self.rng(Piece::Description as u64), 7) {
             0 => None,
             1 => Some(("<meta content=\"", "\" name='description'>")),
             2 => Some(("<meta content=\"", "\" name=\"description\">")),
+            3 => Some(("<meta content=\"", "\" name=\"description\" />")),
+            4 => Some(("<meta content=\"", "\" name=\"description\"/>")),
+            5 => Some(("<meta content='", "' name=description>")),
             _ => Some(("<meta content=\"", "\" name=description>")),
         }
     }
@@ -274,9 +281,11 @@ impl Look {
                 b"<style>".as_slice(),
                 b"<style>",
                 b"<style type=\"text/css\">",
+                b"<style type='text/css'>",
                 b"<style media=\"all\">",
                 b"<style media=\"screen\">",
-            ][below(&mut rng, 5)],
+                b"<style media=all>",
+            ][below(&mut rng, 7)],
         );
         out.push(format.start.as_bytes());
         let mut rules: [u8; 8] = [0, 1, 2, 3, 4, 5, 6, 7];
@@ -308,11 +317,17 @@ impl Look {
                 }
                 1 => {
                     css.selector(b"", Some(Role::Header), self, words);
+                    // The font, when there is one, before or after the rest: a fixed
+                    // property after a value from a small range is a run other sites repeat.
+                    let font = below(&mut rng, 3);
+                    if font == 0 {
+                        css.font(&mut rng);
+                    }
                     css.length(&mut rng, "margin-bottom", 5..30, 10);
                     if below(&mut rng, 2) == 0 {
                         css.border(&mut rng, "border-bottom");
                     }
-                    if below(&mut rng, 2) == 0 {
+                    if font == 1 {
                         css.font(&mut rng);
                     }
                 }
@@ -341,9 +356,23 @@ impl Look {
                     }
                 }
                 5 => {
-                    let selector: &[u8] =
-                        [b" h1,h2,h3".as_slice(), b" h1, h2, h3", b" h1,h2", b" h2,h3"][below(&mut rng, 4)];
-                    css.selector(selector, Some(self.scope()), self, words);
+                    // Each heading scoped (`.post h1, .post h2`), as the rule means: a drawn class
+                    // between the headings, where a bare list would be fixed text before the
+                    // declarations.
+                    const HEADINGS: [&[&[u8]]; 3] =
+                        [&[b" h1", b" h2", b" h3"], &[b" h1", b" h2"], &[b" h2", b" h3"]];
+                    let headings = HEADINGS[below(&mut rng, 3)];
+                    let separator: &[u8] = [b",".as_slice(), b", ", b",\n"][below(&mut rng, 3)];
+                    for (i, heading) in headings.iter().enumerate() {
+                        if i + 1 < headings.len() {
+                            css.scoped(heading, self.scope(), self, words);
+                            css.out.push(separator);
+                        } else {
+                            css.selector(heading, Some(self.scope()), self, words);
+                        }
+                    }
+                    // The line height, a font and a weight, in a drawn order: `line-height: 1.`
+                    // after a fixed selector is too long a run to open every site's rule with.
                     css.length(&mut rng, "line-height", 105..160, 100);
                     if below(&mut rng, 2) == 0 {
                         css.font(&mut rng);
@@ -357,14 +386,27 @@ impl Look {
                     css.color(&mut rng, "color", 0x10..0xa0);
                 }
                 _ => {
-                    // Scoped to the article (its class, or its tag), as themes write it.
-                    css.selector(b" blockquote", Some(self.scope()), self, words);
-                    if below(&mut rng, 2) == 0 {
-                        css.length(&mut rng, "padding-left", 5..20, 10);
-                        css.border(&mut rng, "border-left");
-                    } else {
-                        css.border(&mut rng, "border-left");
-                        css.length(&mut rng, "padding-left", 5..20, 10);
+                    // Scoped to the article (its class, or its tag), as themes write it; the
+                    // declarations (some optional) in a drawn order, so that no run of them is
+                    // likely to be another site's.
+                    let selector: &[u8] =
+                        [b" blockquote".as_slice(), b" blockquote p", b" blockquote"][below(&mut rng, 3)];
+                    css.selector(selector, Some(self.scope()), self, words);
+                    let mut declarations: [u8; 4] = [0, 1, 2, 3];
+                    for i in (1..declarations.len()).rev() {
+                        declarations.swap(i, below(&mut rng, i + 1));
+                    }
+                    for declaration in declarations {
+                        match declaration {
+                            0 => {
+                                let property = ["padding-left", "padding"][below(&mut rng, 2)];
+                                css.length(&mut rng, property, 5..20, 10);
+                            }
+                            1 => css.border(&mut rng, "border-left"),
+                            2 if below(&mut rng, 2) == 0 => css.length(&mut rng, "margin-left", 0..20, 10),
+                            3 if below(&mut rng, 2) == 0 => css.color(&mut rng, "color", 0x30..0x70),
+                            _ => {}
+                        }
                     }
                 }
             }
@@ -420,8 +462,13 @@ impl Look {
             return true;
         }
         match role {
-            Role::Meta | Role::Wrapper => true,
-            Role::Header | Role::Nav | Role::Footer | Role::Body => below(&mut rng, 4) != 0,
+            // A bare `<body>` would leave `</title></head><body><header class=` as a run of
+            // fixed text many sites share; themes class their body anyway.
+            // Related items and the main container classed too: `</a></li><li><a href="` and
+            // `</article></main><footer` are fixed runs otherwise (a classed block gets a
+            // closing comment on most sites).
+            Role::Meta | Role::Wrapper | Role::Body | Role::RelatedItem | Role::Main | Role::Article => true,
+            Role::Header | Role::Nav | Role::Footer => below(&mut rng, 4) != 0,
             Role::Subheading => false,
             _ => below(&mut rng, 2) == 0,
         }
@@ -451,7 +498,8 @@ impl Look {
     /// comment, as many themes do.
     pub(super) fn close(&self, role: Role, words: &[Box<str>], out: &mut Page<'_>) {
         let tag = self.tag(role);
-        if tag.is_empty() {
+        // Some sites leave list items unclosed, as HTML allows.
+        if tag.is_empty() || (role == Role::RelatedItem && self.flip(Piece::ItemEnd, 3)) {
             return;
         }
         out.push(b"</");
@@ -519,6 +567,11 @@ impl Look {
     /// The related block's heading.
     pub(super) fn related_words(&self, out: &mut Page<'_>) {
         out.push(self.pick(Piece::RelatedWords, RELATED_WORDS).as_bytes());
+    }
+
+    /// How this site writes its section names in links: 0 capitalised, 1 lowercase, 2 capitals.
+    pub(super) fn nav_case(&self) -> usize {
+        below(&mut self.rng(Piece::NavCase as u64), 3)
     }
 
     /// Between two navigation links.
@@ -664,16 +717,30 @@ impl Css<'_, '_> {
     /// The selector: `element`, or the class of `role` followed by `element`.
     fn selector(&mut self, element: &[u8], role: Option<Role>, look: &Look, words: &[Box<str>]) {
         if let Some(role) = role {
-            if look.has_class(role) {
+            self.scoped(element, role, look, words);
+        } else {
+            self.out.push(element);
+        }
+        self.out.push(self.format.open.as_bytes());
+    }
+
+    /// `element` within `role`'s element: its class, or its tag.
+    fn scoped(&mut self, element: &[u8], role: Role, look: &Look, words: &[Box<str>]) {
+        if look.has_class(role) {
+            self.out.byte(b'.');
+            look.class(role, words, self.out);
+        } else {
+            // A bare tag under the body's class (which every site has): `header {` alone would
+            // open the same run of text on many sites.
+            if role != Role::Body {
                 self.out.byte(b'.');
-                look.class(role, words, self.out);
-            } else {
-                let tag = look.tag(role);
-                self.out.push(if tag.is_empty() { b"div" } else { tag.as_bytes() });
+                look.class(Role::Body, words, self.out);
+                self.out.byte(b' ');
             }
+            let tag = look.tag(role);
+            self.out.push(if tag.is_empty() { b"div" } else { tag.as_bytes() });
         }
         self.out.push(element);
-        self.out.push(self.format.open.as_bytes());
     }
 
     fn start(&mut self, property: &str) {
