@@ -279,7 +279,7 @@ impl ClientStates {
         inner.decay(now, &self.config);
         inner.request_rate += 1.0;
         inner.last_seen = SystemTime::now();
-        let user_agent = truncate(user_agent, USER_AGENT_BYTES);
+        let user_agent = crate::log_field::head(user_agent, USER_AGENT_BYTES);
         if inner.last_user_agent != user_agent {
             inner.last_user_agent.clear();
             inner.last_user_agent.push_str(user_agent);
@@ -512,18 +512,6 @@ impl Record {
         let mut inner = self.inner.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
         inner.shared.get_or_insert_with(Box::default).queued = queued;
     }
-}
-
-/// The longest prefix of `text` of at most `bytes` bytes that ends on a character boundary.
-fn truncate(text: &str, bytes: usize) -> &str {
-    if text.len() <= bytes {
-        return text;
-    }
-    let mut end = bytes;
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    &text[..end]
 }
 
 /// ln 2 / half-life: the decay constant per second.

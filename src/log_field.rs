@@ -13,6 +13,16 @@ pub fn clipped(text: &str) -> Clipped<'_> {
     Clipped(text)
 }
 
+/// The longest prefix of `text` of at most `bytes` bytes that ends on a character boundary.
+pub fn head(text: &str, bytes: usize) -> &str {
+    if text.len() <= bytes {
+        return text;
+    }
+    // `str::floor_char_boundary` is newer than the crate's minimum Rust.
+    let end = (0..=bytes).rev().find(|&end| text.is_char_boundary(end)).unwrap_or(0);
+    &text[..end]
+}
+
 /// A log field cut to [`MAX_LOG_FIELD`] bytes when displayed; see [`clipped`].
 #[derive(Clone, Copy, Debug)]
 pub struct Clipped<'a>(&'a str);
@@ -20,12 +30,11 @@ pub struct Clipped<'a>(&'a str);
 impl fmt::Display for Clipped<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let text = self.0;
-        if text.len() <= MAX_LOG_FIELD {
+        let kept = head(text, MAX_LOG_FIELD);
+        if kept.len() == text.len() {
             return f.write_str(text);
         }
-        // `str::floor_char_boundary` is newer than the crate's minimum Rust.
-        let end = (0..=MAX_LOG_FIELD).rev().find(|&end| text.is_char_boundary(end)).unwrap_or(0);
-        write!(f, "{}…(+{} bytes)", &text[..end], text.len() - end)
+        write!(f, "{kept}…(+{} bytes)", text.len() - kept.len())
     }
 }
 

@@ -133,6 +133,18 @@ fn is_forwarding(name: &str) -> bool {
     FORWARDING.iter().any(|forwarding| forwarding.eq_ignore_ascii_case(name))
 }
 
+/// A JSON log's headers, in the line's order, without the client's forwarding headers.
+fn client_headers(pairs: &[(Cow<'_, str>, Values<'_>)]) -> Headers {
+    let mut headers = Headers::with_capacity(pairs.len(), 512);
+    for (name, values) in pairs.iter().filter(|(name, _)| !is_forwarding(name)) {
+        match values {
+            Values::One(value) => headers.push(name, value),
+            Values::Many(values) => values.iter().for_each(|value| headers.push(name, value)),
+        }
+    }
+    headers
+}
+
 /// Parses `line` as `format`.
 pub fn parse(format: Format, line: &str, defaults: &Defaults) -> Result<LogRequest, LineError> {
     match format {
@@ -267,8 +279,8 @@ struct CaddyRequest<'a> {
     host: Option<Cow<'a, str>>,
     #[serde(borrow)]
     uri: Option<Cow<'a, str>>,
-    #[serde(borrow, default)]
-    headers: HashMap<Cow<'a, str>, Values<'a>>,
+    #[serde(default, deserialize_with = "ordered")]
+    headers: Vec<(Cow<'a, str>, Values<'a>)>,
     tls: Option<serde::de::IgnoredAny>,
 }
 
@@ -279,16 +291,7 @@ fn parse_caddy(line: &str) -> Result<LogRequest, LineError> {
     // Caddy's own judgement of the client (its trusted_proxies) when it logs one.
     let client = request.client_ip.as_deref().filter(|ip| !ip.is_empty()).or(request.remote_ip.as_deref());
     let client = address("request.client_ip", client.ok_or_else(|| field("request.remote_ip", "missing"))?)?;
-    let mut headers = Headers::with_capacity(request.headers.len(), 512);
-    for (name, values) in &request.headers {
-        if is_forwarding(name) {
-            continue;
-        }
-        match values {
-            Values::One(value) => headers.push(name, value),
-            Values::Many(values) => values.iter().for_each(|value| headers.push(name, value)),
-        }
-    }
+    let headers = client_headers(&request.headers);
     Ok(LogRequest {
         time,
         client,
@@ -359,16 +362,7 @@ fn parse_jsonl(line: &str) -> Result<LogRequest, LineError> {
     let parsed: JsonlLine = serde_json::from_str(line).map_err(|error| json_error(Format::Jsonl, error))?;
     let time = parsed.time.ok_or_else(|| field("time", "missing"))?.nanos("time")?;
     let client = address("client", &parsed.client.ok_or_else(|| field("client", "missing"))?)?;
-    let mut headers = Headers::with_capacity(parsed.headers.len(), 512);
-    for (name, values) in &parsed.headers {
-        if is_forwarding(name) {
-            continue;
-        }
-        match values {
-            Values::One(value) => headers.push(name, value),
-            Values::Many(values) => values.iter().for_each(|value| headers.push(name, value)),
-        }
-    }
+    let headers = client_headers(&parsed.headers);
     Ok(LogRequest {
         time,
         client,

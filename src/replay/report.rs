@@ -10,6 +10,7 @@ use foldhash::HashMap;
 use serde_json::{Value, json};
 
 use crate::client::ClientKey;
+use crate::log_field::head;
 use crate::rules::Verdict;
 
 /// The rule name of requests the trap served without a verdict (in the log under the trap's
@@ -58,7 +59,7 @@ impl Top {
     fn add(&mut self, key: &str) {
         // A header or path can be a megabyte long: the tables keep a readable head of it, so
         // their memory stays bounded whatever the log holds.
-        let key = clip(key, KEY_BYTES);
+        let key = head(key, KEY_BYTES);
         if let Some(count) = self.counts.get_mut(key) {
             *count += 1;
             return;
@@ -290,7 +291,7 @@ impl Report {
             if verdict == Verdict::Allow && rule.is_empty() && request_rate > tally.unruled_rate {
                 tally.unruled_rate = request_rate;
                 if *tally.unruled_agent != *user_agent {
-                    tally.unruled_agent = clip(user_agent, 120).into();
+                    tally.unruled_agent = head(user_agent, 120).into();
                 }
             }
         }
@@ -490,7 +491,7 @@ impl Report {
                     "  {:<42} {:>10} lines; first: {}",
                     rule,
                     thousands(*count),
-                    printable(clip(first, 200))
+                    printable(head(first, 200))
                 );
             }
         }
@@ -505,7 +506,7 @@ impl Report {
             }
             let _ = writeln!(out, "\n{title}:");
             for (key, count) in rows {
-                let _ = writeln!(out, "  {:>10}  {}", thousands(count), printable(clip(key, 100)));
+                let _ = writeln!(out, "  {:>10}  {}", thousands(count), printable(head(key, 100)));
             }
         }
         let unruled = self.top_unruled();
@@ -597,18 +598,6 @@ fn printable(text: &str) -> std::borrow::Cow<'_, str> {
         }
     }
     std::borrow::Cow::Owned(out)
-}
-
-/// `text` cut to at most `max` bytes on a character boundary.
-fn clip(text: &str, max: usize) -> &str {
-    if text.len() <= max {
-        return text;
-    }
-    let mut end = max;
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    &text[..end]
 }
 
 /// A rule's name for people: "(no rule)" for none.

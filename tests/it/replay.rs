@@ -117,79 +117,86 @@ fn assert_same(sent: &[Sent], replayed: &[serde_json::Value], log: &str, differ:
     assert_eq!(rules.last(), Some(&"trap-score"), "the walk's hits count as they did live");
 }
 
+/// quagmire with `quagmire_config`, an origin, the proxy's address and where its log goes.
+struct Site {
+    dir: tempfile::TempDir,
+    config_path: String,
+    server: Server,
+    origin: std::net::SocketAddr,
+    address: std::net::SocketAddr,
+    log: std::path::PathBuf,
+}
+
+impl Site {
+    async fn start(quagmire_config: &str) -> Site {
+        let dir = tempfile::tempdir().unwrap();
+        let config_path = write_file(dir.path(), "quagmire.kdl", quagmire_config);
+        let server = Server::start(&["--config", &config_path]);
+        let (origin, _) = start_origin().await;
+        let log = dir.path().join("access.log");
+        Site { dir, config_path, server, origin, address: free_address(), log }
+    }
+
+    /// The shipped proxy config `file`, with this site's addresses.
+    fn proxy_config(&self, file: &str) -> String {
+        config(file, self.address, self.server.verdict, self.server.trap, self.origin)
+    }
+}
+
 #[tokio::test]
 async fn replaying_caddys_json_log_gives_the_live_verdicts() {
     let Some(binary) = require_program("caddy") else { return };
-    let dir = tempfile::tempdir().unwrap();
-    let config_path = write_file(dir.path(), "quagmire.kdl", "");
-    let server = Server::start(&["--config", &config_path]);
-    let (origin, _) = start_origin().await;
-    let address = free_address();
-    let log = dir.path().join("access.log");
-    let site = format!("http://{address} {{");
-    let text = config("caddy/transparent.Caddyfile", address, server.verdict, server.trap, origin).replace(
-        &site,
-        &format!("{site}\n\tlog {{\n\t\toutput file {}\n\t\tformat json\n\t}}", log.display()),
+    let site = Site::start("").await;
+    let block = format!("http://{} {{", site.address);
+    let text = site.proxy_config("caddy/transparent.Caddyfile").replace(
+        &block,
+        &format!("{block}\n\tlog {{\n\t\toutput file {}\n\t\tformat json\n\t}}", site.log.display()),
     );
-    let proxy = start_caddy(&binary, &text, address).await;
+    let proxy = start_caddy(&binary, &text, site.address).await;
     let sent = drive(&format!("http://{}", proxy.address)).await;
-    let text = wait_for_lines(&log, sent.len());
-    let replayed = replay(&config_path, &log, &[]);
+    let text = wait_for_lines(&site.log, sent.len());
+    let replayed = replay(&site.config_path, &site.log, &[]);
     assert_same(&sent, &replayed, &text, &[]);
 }
 
 #[tokio::test]
 async fn replaying_nginxs_combined_log_gives_the_live_verdicts() {
     let Some(binary) = require_program("nginx") else { return };
-    let dir = tempfile::tempdir().unwrap();
-    let config_path = write_file(dir.path(), "quagmire.kdl", "");
-    let server = Server::start(&["--config", &config_path]);
-    let (origin, _) = start_origin().await;
-    let address = free_address();
-    let log = dir.path().join("access.log");
-    let text = config("nginx/transparent.conf", address, server.verdict, server.trap, origin)
-        .replace("access_log off;", &format!("access_log {} combined;", log.display()));
-    let proxy = start_nginx(&binary, &text, address).await;
+    let site = Site::start("").await;
+    let text = site
+        .proxy_config("nginx/transparent.conf")
+        .replace("access_log off;", &format!("access_log {} combined;", site.log.display()));
+    let proxy = start_nginx(&binary, &text, site.address).await;
     let sent = drive(&format!("http://{}", proxy.address)).await;
-    let text = wait_for_lines(&log, sent.len());
+    let text = wait_for_lines(&site.log, sent.len());
     // The site is served over plain HTTP, which a combined log does not say.
-    let replayed = replay(&config_path, &log, &["--format", "nginx-combined", "--scheme", "http"]);
+    let replayed = replay(&site.config_path, &site.log, &["--format", "nginx-combined", "--scheme", "http"]);
     assert_same(&sent, &replayed, &text, &[]);
 }
 
 #[tokio::test]
 async fn replaying_traefiks_json_log_gives_the_live_verdicts() {
     let Some(binary) = require_program("traefik") else { return };
-    let dir = tempfile::tempdir().unwrap();
-    let config_path = write_file(dir.path(), "quagmire.kdl", "verdict {\n  trap-status 421\n}\n");
-    let server = Server::start(&["--config", &config_path]);
-    let (origin, _) = start_origin().await;
-    let address = free_address();
-    let log = dir.path().join("access.log");
-    let dynamic = config("traefik/transparent.yml", address, server.verdict, server.trap, origin);
+    let site = Site::start("verdict {\n  trap-status 421\n}\n").await;
+    let (log, dir, config_path) = (&site.log, site.dir.path(), &site.config_path);
+    let dynamic = site.proxy_config("traefik/transparent.yml");
     // Every header kept, so a header missing from a line was not sent: --judge-missing says so.
     let access_log = format!(
         "accessLog:\n  filePath: {}\n  format: json\n  fields:\n    headers:\n      defaultMode: keep\n",
         log.display()
     );
-    let proxy = start_traefik(
-        &binary,
-        "transparent.yml",
-        &dynamic,
-        [address, server.verdict, server.trap, origin],
-        &access_log,
-    )
-    .await;
+    let addresses = [site.address, site.server.verdict, site.server.trap, site.origin];
+    let proxy = start_traefik(&binary, "transparent.yml", &dynamic, addresses, &access_log).await;
     // start_traefik waits for the router with requests of its own, some answered by Traefik
     // alone (no router yet, no verdict asked): the replay takes the lines after them.
     tokio::time::sleep(Duration::from_millis(300)).await;
-    let before = std::fs::read_to_string(&log).unwrap_or_default().lines().count();
+    let before = std::fs::read_to_string(log).unwrap_or_default().lines().count();
     let sent = drive(&format!("http://{}", proxy.address)).await;
-    let text = wait_for_lines(&log, before + sent.len());
+    let text = wait_for_lines(log, before + sent.len());
     let ours: Vec<&str> = text.lines().skip(before).collect();
-    let ours_path = dir.path().join("ours.log");
+    let ours_path = dir.join("ours.log");
     std::fs::write(&ours_path, ours.join("\n") + "\n").unwrap();
-    let replayed = replay(&config_path, &ours_path, &["--judge-missing"]);
+    let replayed = replay(config_path, &ours_path, &["--judge-missing"]);
     // Traefik's forwardAuth asks with Go's HTTP client, which adds `User-Agent: Go-http-client/1.1`
     // to a request that has none: live, quagmire never sees a request without one through
     // Traefik, and lets this one through. The log has the client's own request, which the
