@@ -81,6 +81,7 @@ impl App {
             workers = rules.workers(),
             "loaded the rules"
         );
+        compiled.warn_missing_lists();
         // Checked before the slow part, so a broken template is reported at once.
         let template = config.trap.template.as_deref().map(Template::load).transpose()?;
         if let Some(path) = &config.trap.template {

@@ -12,6 +12,7 @@
 
 mod file;
 pub mod formats;
+pub mod sanity;
 
 use std::collections::{HashMap, HashSet};
 use std::fmt;
@@ -70,6 +71,15 @@ pub enum ListError {
         /// Entries in the current file.
         current: usize,
     },
+    /// What the source published cannot be right (a prefix too wide for a crawler, a browser's
+    /// own token in a crawler list, a list grown past reason); the last good list stays.
+    #[error("{label}: refused: {reason}")]
+    Refused {
+        /// The label (or `entries` for lists without labels).
+        label: String,
+        /// Why.
+        reason: String,
+    },
     /// The new text does not read back as a list.
     #[error("the new list does not read back: {0}")]
     RoundTrip(#[from] RulesError),
@@ -114,6 +124,8 @@ pub struct ListReport {
     pub file: String,
     /// The entries written, or why the current file stays.
     pub result: Result<Written, ListError>,
+    /// Not written, and the folder has no file for it: the rules use the embedded copy.
+    pub embedded_in_use: bool,
 }
 
 /// A list file written.
@@ -145,6 +157,11 @@ impl fmt::Display for ListReport {
                 }
                 write!(out, ", {} kept by hand", written.kept)
             }
+            Err(error) if self.embedded_in_use => write!(
+                out,
+                "{}: not written: {error}; the folder has no such list, so the rules use the embedded copy",
+                self.file
+            ),
             Err(error) => write!(out, "{}: kept the current file: {error}", self.file),
         }
     }
@@ -195,8 +212,11 @@ fn write_lists(
         .map(|list| {
             let own: Vec<&Source> = sources.iter().filter(|source| source.list == *list).collect();
             let file = format!("{list}.txt");
-            let result = write_list(&folder.join(&file), &file, &own, bodies, &fetched_at);
-            ListReport { file, result }
+            let path = folder.join(&file);
+            let result = write_list(&path, &file, &own, bodies, &fetched_at);
+            let embedded_in_use =
+                result.is_err() && !path.exists() && DEFAULT_LISTS.iter().any(|(name, _)| *name == file);
+            ListReport { file, result, embedded_in_use }
         })
         .collect();
     for (file, text) in DEFAULT_LISTS {
@@ -207,7 +227,7 @@ fn write_lists(
         let result = file::write_atomically(&path, text)
             .map(|()| Written { labels: Vec::new(), kept: 0, embedded: true })
             .map_err(|source| ListError::Write { path, source });
-        reports.push(ListReport { file: file.to_string(), result });
+        reports.push(ListReport { file: file.to_string(), result, embedded_in_use: false });
     }
     reports
 }

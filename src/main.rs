@@ -210,9 +210,13 @@ fn main() -> ExitCode {
         Command::Check { config, asn_db } => load_config(config.clone(), asn_db).and_then(|loaded| {
             init_tracing(loaded.log_format);
             let (secret, _) = Secret::resolve(None, loaded.secret.as_deref());
-            App::build(loaded, &secret).map_err(Failure::from)?;
+            let app = App::build(loaded, &secret).map_err(Failure::from)?;
             let name = config.map_or("the embedded default config".into(), |path| path.display().to_string());
             println!("{name} is valid");
+            println!("lists:");
+            for (file, origin, entries) in app.rules.current().list_origins() {
+                println!("  {file}: {entries} entries from {origin}");
+            }
             Ok(())
         }),
         Command::Explain { ip, uri, method, host, proto, headers, request, trap_hits, config, asn_db } => {

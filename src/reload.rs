@@ -19,6 +19,7 @@ pub fn reload_rules(app: &App, why: &str) -> bool {
     match app.rules.reload() {
         Ok(compiled) => {
             tracing::info!(why, rules = compiled.rule_names().len(), "reloaded the rules");
+            compiled.warn_missing_lists();
             app.metrics.reload("rules", true);
             true
         }

@@ -22,6 +22,7 @@ mod watchdog;
 
 use std::borrow::Cow;
 use std::collections::HashMap;
+use std::fmt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -158,12 +159,39 @@ pub enum RulesError {
     Script(String),
 }
 
+/// Where a list the rules load came from.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ListOrigin {
+    /// A file in the lists folder.
+    File(PathBuf),
+    /// The embedded copy, as no lists folder is configured.
+    Embedded,
+    /// The embedded copy, because the lists folder has no file for it: a fresh folder whose
+    /// update has not yet succeeded. A list the default rules use must never be missing: without
+    /// `ai-crawlers.txt` their `ai-crawlers` rule would fail open for every request.
+    EmbeddedForMissing(PathBuf),
+}
+
+impl fmt::Display for ListOrigin {
+    fn fmt(&self, out: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ListOrigin::File(path) => write!(out, "{}", path.display()),
+            ListOrigin::Embedded => write!(out, "the embedded copy"),
+            ListOrigin::EmbeddedForMissing(path) => {
+                write!(out, "the embedded copy ({} is missing)", path.display())
+            }
+        }
+    }
+}
+
 /// A compiled ruleset: the script's source and the lists, with a generation number.
 pub struct Compiled {
     generation: u64,
     name: String,
     source: String,
     lists: HashMap<String, Arc<List>>,
+    /// Each list's file name and where it came from, by file name.
+    origins: Vec<(String, ListOrigin)>,
     rule_names: Vec<String>,
     fail: FailMode,
     limits: Limits,
@@ -184,6 +212,28 @@ impl Compiled {
     /// The list the rules know as `lists.<name>` (file name without extension, `-` as `_`).
     pub fn list(&self, name: &str) -> Option<&List> {
         self.lists.get(name).map(|list| &**list)
+    }
+
+    /// Logs, as a warning, each list the folder lacks and the embedded copy stands in for.
+    pub fn warn_missing_lists(&self) {
+        for (file, origin) in &self.origins {
+            if let ListOrigin::EmbeddedForMissing(path) = origin {
+                tracing::warn!(
+                    list = %file,
+                    missing = %path.display(),
+                    "the lists folder has no such list; the rules use the embedded copy until an update writes it"
+                );
+            }
+        }
+    }
+
+    /// Each list's file name (`ai-crawlers.txt`), where it came from and its entries, by file
+    /// name.
+    pub fn list_origins(&self) -> impl Iterator<Item = (&str, &ListOrigin, usize)> {
+        self.origins.iter().map(|(file, origin)| {
+            let entries = self.lists.get(&list_name(file)).map_or(0, |list| list.len());
+            (file.as_str(), origin, entries)
+        })
     }
 }
 
@@ -333,6 +383,7 @@ fn compile(config: &RulesConfig, generation: u64) -> Result<Compiled, RulesError
         None => (DEFAULT_SCRIPT.0.to_string(), DEFAULT_SCRIPT.1.to_string()),
     };
     let mut lists = HashMap::new();
+    let mut origins = Vec::new();
     match &config.lists {
         Some(folder) => {
             let entries = std::fs::read_dir(folder)
@@ -348,19 +399,30 @@ fn compile(config: &RulesConfig, generation: u64) -> Result<Compiled, RulesError
                     list_name(&file),
                     Arc::new(List::parse(&path.display().to_string(), &read(&path)?)?),
                 );
+                origins.push((file, ListOrigin::File(path)));
+            }
+            // From its source, else the last good file, else the embedded copy: never missing.
+            for (file, text) in DEFAULT_LISTS {
+                if let std::collections::hash_map::Entry::Vacant(slot) = lists.entry(list_name(file)) {
+                    slot.insert(Arc::new(List::parse(&format!("rules/lists/{file}"), text)?));
+                    origins.push((file.to_string(), ListOrigin::EmbeddedForMissing(folder.join(file))));
+                }
             }
         }
         None => {
             for (file, text) in DEFAULT_LISTS {
                 lists.insert(list_name(file), Arc::new(List::parse(&format!("rules/lists/{file}"), text)?));
+                origins.push((file.to_string(), ListOrigin::Embedded));
             }
         }
     }
+    origins.sort_by(|a, b| a.0.cmp(&b.0));
     let mut compiled = Compiled {
         generation,
         name,
         source,
         lists,
+        origins,
         rule_names: Vec::new(),
         fail: config.fail,
         limits: config.limits.clone(),

@@ -12,6 +12,7 @@ use std::io::{self, Write};
 use std::path::Path;
 
 use super::formats::{Kind, Parsed};
+use super::sanity;
 use super::{ListError, Source};
 use crate::rules::lists::List;
 
@@ -127,15 +128,29 @@ pub(super) fn render(
             }
         }
     }
+    // Counted first: the other checks (compiling the tokens among them) cost with the entries.
+    let total: usize = groups.iter().map(|(_, entries)| entries.len()).sum();
+    if let Some(reason) = sanity::count(kind, total) {
+        return Err(ListError::Refused { label: "entries".into(), reason });
+    }
     for (label, entries) in &groups {
         let before = current.counts.get(*label).copied().unwrap_or(0);
+        let name = if label.is_empty() { "entries" } else { label };
         if entries.is_empty() || entries.len() * 2 < before {
-            let label = if label.is_empty() { "entries" } else { label };
-            return Err(ListError::TooFew {
-                label: label.to_string(),
-                found: entries.len(),
-                current: before,
-            });
+            return Err(ListError::TooFew { label: name.to_string(), found: entries.len(), current: before });
+        }
+        let refused = |reason: String| ListError::Refused { label: name.to_string(), reason };
+        if let Some(reason) = sanity::growth(entries.len(), before) {
+            return Err(refused(reason));
+        }
+        let fetched = entries.iter().map(|line| line.rsplit(' ').next().unwrap_or(line));
+        let problem = match kind {
+            Kind::Networks => sanity::networks(fetched),
+            Kind::Tokens => sanity::tokens(entries.iter().map(String::as_str)),
+            Kind::Asns => None,
+        };
+        if let Some(reason) = problem {
+            return Err(refused(reason));
         }
     }
 

@@ -133,7 +133,8 @@ fn cidr_list(text: &str) -> Result<Vec<String>, String> {
 fn robots_json(body: &[u8]) -> Result<Parsed, String> {
     // Keys come out in serde_json's map order (sorted, without its `preserve_order` feature):
     // the order of token lines does not change what they match.
-    let object: serde_json::Map<String, serde_json::Value> =
+    // Values are skipped, not built: only the keys are kept in memory.
+    let object: std::collections::BTreeMap<String, serde::de::IgnoredAny> =
         serde_json::from_slice(body).map_err(|error| format!("invalid JSON: {error}"))?;
     let mut entries = Vec::with_capacity(object.len());
     for key in object.keys() {

@@ -19,6 +19,13 @@ use ipnet::IpNet;
 
 use super::RulesError;
 
+/// Most entries of a user-agent token list.
+pub const MAX_TOKENS: usize = 5_000;
+/// Most bytes of a user-agent token list's entries together (the shipped list has about 2 KB):
+/// the automaton they compile into takes at most 32 MiB at this size (about 30 MiB for tokens
+/// that share no prefixes, measured in the tests below).
+pub const MAX_TOKEN_BYTES: usize = 64 * 1024;
+
 /// A compiled list.
 pub enum List {
     /// User-agent product tokens.
@@ -100,6 +107,19 @@ impl List {
             return Ok(List::Networks(networks));
         }
         // A token entry is the whole line, spaces included ("ChatGPT Agent" is one entry).
+        // The automaton grows with the tokens' bytes: bounded, so that no list file (a source's
+        // or an operator's) can make a load, which holds two rulesets during a reload, take
+        // gigabytes.
+        if entries.len() > MAX_TOKENS {
+            return Err(bad(entries[MAX_TOKENS].0, format!("more than {MAX_TOKENS} user-agent tokens")));
+        }
+        let mut bytes = 0;
+        for (line, entry) in &entries {
+            bytes += entry.len();
+            if bytes > MAX_TOKEN_BYTES {
+                return Err(bad(*line, format!("more than {MAX_TOKEN_BYTES} bytes of user-agent tokens")));
+            }
+        }
         let tokens = entries.into_iter().map(|(_, entry)| entry.to_string()).collect();
         let tokens =
             TokenList::new(tokens).map_err(|error| bad(1, format!("cannot compile the list: {error}")))?;
@@ -168,6 +188,11 @@ impl TokenList {
             classes[usize::from(first.to_ascii_uppercase())] |= ENTRY_START;
         }
         Ok(TokenList { automaton, tokens, classes })
+    }
+
+    /// Bytes of heap the compiled automaton and the tokens take.
+    pub fn heap_bytes(&self) -> usize {
+        self.automaton.memory_usage() + self.tokens.iter().map(|token| token.capacity()).sum::<usize>()
     }
 
     /// The first token (by position) found in `text` as a whole token.
@@ -494,6 +519,41 @@ mod tests {
         assert_eq!(list.find("Mozilla/5.0 (crawler; +x)"), Some("(crawler"));
         assert_eq!(list.find("FooBar (crawlers)"), None);
         assert_eq!(tokens(&[]).find("anything"), None);
+    }
+
+    /// Distinct tokens of `len` bytes each that share as few prefixes as a trie allows (the
+    /// most automaton states per byte), from a deterministic mix.
+    fn hostile_tokens(count: usize, len: usize) -> String {
+        const ALPHABET: &[u8] = b"abcdefghijklmnopqrstuvwxyz0123456789-_";
+        let mut state: u64 = 0x9E37_79B9_7F4A_7C15;
+        let mut text = String::new();
+        for _ in 0..count {
+            for _ in 0..len {
+                state ^= state << 13;
+                state ^= state >> 7;
+                state ^= state << 17;
+                text.push(ALPHABET[(state % ALPHABET.len() as u64) as usize] as char);
+            }
+            text.push('\n');
+        }
+        text
+    }
+
+    #[test]
+    fn a_token_list_is_bounded_in_entries_bytes_and_so_memory() {
+        // The largest list that loads: its automaton stays within the bound the docs state.
+        let largest = hostile_tokens(MAX_TOKEN_BYTES / 32, 32);
+        let List::Tokens(list) = List::parse("largest.txt", &largest).unwrap() else { panic!("not tokens") };
+        let bytes = list.heap_bytes();
+        assert!(bytes < 32 << 20, "{bytes} bytes for the largest token list");
+        // A 10 MB list (400k tokens, as a hostile robots.json would make) is refused at once,
+        // before anything is compiled, with the line where it went past the bound.
+        let huge = hostile_tokens(400_000, 26);
+        let error = List::parse("huge.txt", &huge).err().expect("refused").to_string();
+        assert!(error.contains("huge.txt, line 5001: more than 5000 user-agent tokens"), "{error}");
+        let long = hostile_tokens(MAX_TOKEN_BYTES / 1000 + 1, 1000);
+        let error = List::parse("long.txt", &long).err().expect("refused").to_string();
+        assert!(error.contains("more than 65536 bytes of user-agent tokens"), "{error}");
     }
 
     #[test]

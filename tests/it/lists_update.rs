@@ -320,3 +320,199 @@ async fn serve_refreshes_on_its_schedule_and_the_verdict_follows_a_new_range() {
         "{log}"
     );
 }
+
+#[tokio::test]
+async fn an_empty_folder_with_failing_sources_serves_with_every_list_and_says_where_each_came_from() {
+    let fixtures = Fixtures::start();
+    fixtures.set("/status/500", Answer::Status(500));
+    let dir = tempfile::tempdir().unwrap();
+    // A container's first start: a fresh volume, and no source answers.
+    let lists = tempfile::tempdir().unwrap();
+    let folder = lists.path();
+    let config = config(
+        dir.path(),
+        folder,
+        "timeout-seconds 2",
+        &fixtures,
+        &[
+            ("search-engines", "Googlebot", "prefixes-json", "/status/500"),
+            ("ai-crawlers", "", "robots-json", "/status/500"),
+        ],
+    );
+    let output = quagmire().args(["lists", "update", "--config", &config]).output().unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert_eq!(output.status.code(), Some(1), "a failed source fails the command\n{stdout}");
+    for file in ["search-engines.txt", "ai-crawlers.txt"] {
+        assert!(
+            stdout.contains(&format!("{file}: not written: "))
+                && stdout.contains("the rules use the embedded copy"),
+            "{stdout}"
+        );
+        assert!(!folder.join(file).exists());
+    }
+    assert!(stdout.contains("datacenter-asns.txt: written from the embedded copy"), "{stdout}");
+
+    let check = quagmire().args(["check", "--config", &config]).output().unwrap();
+    let said = String::from_utf8_lossy(&check.stdout);
+    assert!(check.status.success(), "{said}{}", String::from_utf8_lossy(&check.stderr));
+    for (file, _) in quagmire::rules::DEFAULT_LISTS {
+        assert!(said.contains(&format!("  {file}: ")), "check does not name {file}:\n{said}");
+    }
+    assert!(
+        said.contains(&format!(
+            "  ai-crawlers.txt: 181 entries from the embedded copy ({} is missing)",
+            folder.join("ai-crawlers.txt").display()
+        )),
+        "{said}"
+    );
+    assert!(
+        said.contains(&format!(
+            "  datacenter-asns.txt: 109 entries from {}",
+            folder.join("datacenter-asns.txt").display()
+        )),
+        "{said}"
+    );
+
+    // The service protects as with the lists: GPTBot is trapped, and a real Googlebot address
+    // from the embedded ranges is let through, not trapped as an impostor.
+    let server = Server::start(&["--config", &config]);
+    let gptbot = [
+        ("x-forwarded-for", "198.51.100.7"),
+        ("x-forwarded-uri", "/"),
+        (
+            "user-agent",
+            "Mozilla/5.0 AppleWebKit/537.36 (KHTML, like Gecko; compatible; GPTBot/1.2; +https://openai.com/gptbot)",
+        ),
+    ];
+    let (status, headers) = verdict(&server, &gptbot).await;
+    assert_eq!((status, header(&headers, "x-quagmire-rule")), (403, "ai-crawlers"));
+    let googlebot = [("x-forwarded-for", "66.249.66.1"), ("x-forwarded-uri", "/"), ("user-agent", GOOGLEBOT)];
+    let (status, headers) = verdict(&server, &googlebot).await;
+    assert_eq!((status, header(&headers, "x-quagmire-rule")), (200, "search-engines"));
+}
+
+/// A body the fixture server can publish: `googlebot.json` with `extra` prefixes added.
+fn googlebot_with(extra: &[&str]) -> Vec<u8> {
+    let mut published: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(fixtures_dir().join("googlebot.json")).unwrap()).unwrap();
+    for prefix in extra {
+        let key = if prefix.contains(':') { "ipv6Prefix" } else { "ipv4Prefix" };
+        published["prefixes"].as_array_mut().unwrap().push(serde_json::json!({ key: prefix }));
+    }
+    serde_json::to_vec(&published).unwrap()
+}
+
+/// A `robots.json` with the fixture's tokens and `extra` ones.
+fn robots_with(extra: &[&str]) -> Vec<u8> {
+    let mut published: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(fixtures_dir().join("robots.json")).unwrap()).unwrap();
+    for token in extra {
+        published[*token] = serde_json::json!({ "operator": "fixture" });
+    }
+    serde_json::to_vec(&published).unwrap()
+}
+
+#[test]
+fn what_cannot_be_right_is_refused_and_the_last_good_list_kept() {
+    let fixtures = Fixtures::start();
+    fixtures.set("/googlebot-everything.json", Answer::Body(googlebot_with(&["0.0.0.0/0"])));
+    fixtures.set("/bingbot-everything.json", Answer::Body(googlebot_with(&["2000::/3"])));
+    fixtures.set("/robots-mozilla.json", Answer::Body(robots_with(&["Mozilla"])));
+    let dir = tempfile::tempdir().unwrap();
+    let lists = lists_folder();
+    let folder = lists.path();
+    let config = config(
+        dir.path(),
+        folder,
+        "timeout-seconds 10",
+        &fixtures,
+        &[
+            ("search-engines", "Googlebot", "prefixes-json", "/googlebot-everything.json"),
+            ("ai-crawler-ranges", "GPTBot", "prefixes-json", "/bingbot-everything.json"),
+            ("ai-crawlers", "", "robots-json", "/robots-mozilla.json"),
+        ],
+    );
+    let before: Vec<String> = ["search-engines.txt", "ai-crawler-ranges.txt", "ai-crawlers.txt"]
+        .map(|file| read(folder, file))
+        .into();
+    let output = quagmire().args(["lists", "update", "--config", &config]).output().unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert_eq!(output.status.code(), Some(1), "{stdout}");
+    for expected in [
+        "search-engines.txt: kept the current file: Googlebot: refused: 0.0.0.0/0 is wider than any crawler's range (IPv4 prefixes must be /12 or longer)\n",
+        "ai-crawler-ranges.txt: kept the current file: GPTBot: refused: 2000::/3 is wider than any crawler's range (IPv6 prefixes must be /28 or longer)\n",
+        "ai-crawlers.txt: kept the current file: entries: refused: `Mozilla` matches people's browsers",
+    ] {
+        assert!(stdout.contains(expected), "missing {expected:?} in\n{stdout}");
+    }
+    let after: Vec<String> = ["search-engines.txt", "ai-crawler-ranges.txt", "ai-crawlers.txt"]
+        .map(|file| read(folder, file))
+        .into();
+    assert!(before == after, "a refused list changed");
+}
+
+/// Runs `command` to its end and returns its output and its peak resident memory in bytes.
+fn run_measured(command: &mut std::process::Command) -> (std::process::Output, u64) {
+    use std::io::Read;
+    let mut child =
+        command.stdout(std::process::Stdio::piped()).stderr(std::process::Stdio::piped()).spawn().unwrap();
+    let (mut stdout, mut stderr) = (child.stdout.take().unwrap(), child.stderr.take().unwrap());
+    let out = std::thread::spawn(move || {
+        let mut text = Vec::new();
+        stdout.read_to_end(&mut text).unwrap();
+        text
+    });
+    let mut err = Vec::new();
+    stderr.read_to_end(&mut err).unwrap();
+    let pid = libc::pid_t::try_from(child.id()).unwrap();
+    let (status, usage) = wait_with_usage(pid);
+    std::mem::forget(child);
+    let output = std::process::Output { status, stdout: out.join().unwrap(), stderr: err };
+    (output, usage)
+}
+
+/// `wait4` for one child: its exit status and peak resident memory (Linux gives kilobytes).
+fn wait_with_usage(pid: libc::pid_t) -> (std::process::ExitStatus, u64) {
+    use std::os::unix::process::ExitStatusExt;
+    let mut status = 0;
+    // SAFETY: `usage` is a plain C struct that wait4 fills; `status` an int it writes.
+    #[allow(unsafe_code)]
+    let usage = unsafe {
+        let mut usage: libc::rusage = std::mem::zeroed();
+        let waited = libc::wait4(pid, &mut status, 0, &mut usage);
+        assert_eq!(waited, pid, "wait4 failed");
+        usage
+    };
+    (std::process::ExitStatus::from_raw(status), u64::try_from(usage.ru_maxrss).unwrap() * 1024)
+}
+
+#[test]
+fn a_ten_megabyte_token_list_is_refused_within_a_stated_memory_bound() {
+    let fixtures = Fixtures::start();
+    // 400k tokens, 10.8 MB: what a hostile or broken ai.robots.txt could publish.
+    let mut body = String::from("{");
+    for index in 0..400_000 {
+        body.push_str(&format!("\"HostileCrawler{index:07}\":{{\"operator\":\"x\"}},"));
+    }
+    body.pop();
+    body.push('}');
+    assert!(body.len() > 10_000_000);
+    fixtures.set("/robots-huge.json", Answer::Body(body.into_bytes()));
+    let dir = tempfile::tempdir().unwrap();
+    let lists = lists_folder();
+    let config = config(
+        dir.path(),
+        lists.path(),
+        "timeout-seconds 30",
+        &fixtures,
+        &[("ai-crawlers", "", "robots-json", "/robots-huge.json")],
+    );
+    let before = read(lists.path(), "ai-crawlers.txt");
+    let (output, peak) = run_measured(quagmire().args(["lists", "update", "--config", &config]));
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert_eq!(output.status.code(), Some(1), "{stdout}");
+    assert!(stdout.contains("ai-crawlers.txt: kept the current file: entries: refused: "), "{stdout}");
+    assert_eq!(read(lists.path(), "ai-crawlers.txt"), before);
+    // The bound README states: the body (16 MiB at most), its keys, and the binary itself.
+    assert!(peak < 256 << 20, "lists update peaked at {} MiB", peak >> 20);
+}
