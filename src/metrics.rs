@@ -72,6 +72,11 @@ struct ScopeLabels {
     scope: &'static str,
 }
 
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct WorkerLabels {
+    state: &'static str,
+}
+
 /// Whose trapped clients a count covers.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Scope {
@@ -130,6 +135,8 @@ pub struct Metrics {
     key_directory_fetches: Family<CrawlerLabels, Counter>,
     store_errors: Family<OperationLabels, Counter>,
     store_up: Gauge,
+    rule_workers: Family<WorkerLabels, Gauge>,
+    rule_jobs_queued: Gauge,
     /// ASNs with a label of their own, read without a lock on every verdict.
     asn_labelled: ArcSwap<HashMap<u32, String>>,
     /// How often each candidate ASN was seen.
@@ -265,6 +272,18 @@ impl Metrics {
                 "1 while the shared client store answers, 0 while it fails or before it first answered (0 without a store)",
                 Gauge::default(),
             ),
+            rule_workers: register(
+                r,
+                "rule_workers",
+                "Rule worker threads: active (taking jobs; the pool keeps them at its size) and abandoned (stuck in a call, ending when it returns)",
+                Family::default(),
+            ),
+            rule_jobs_queued: register(
+                r,
+                "rule_jobs_queued",
+                "Verdicts waiting for a free rule worker",
+                Gauge::default(),
+            ),
             asn_labelled: ArcSwap::from_pointee(HashMap::new()),
             asn_seen: Mutex::new(HashMap::new()),
             registry,
@@ -369,6 +388,14 @@ impl Metrics {
     /// Counts an evicted client record.
     pub fn evicted(&self) {
         self.cache_evictions.inc();
+    }
+
+    /// Sets the rule pool's gauges, read at scrape time.
+    pub fn rule_workers(&self, active: usize, abandoned: usize, queued: usize) {
+        let gauge = |value: usize| i64::try_from(value).unwrap_or(i64::MAX);
+        self.rule_workers.get_or_create(&WorkerLabels { state: "active" }).set(gauge(active));
+        self.rule_workers.get_or_create(&WorkerLabels { state: "abandoned" }).set(gauge(abandoned));
+        self.rule_jobs_queued.set(gauge(queued));
     }
 
     /// The Prometheus text exposition (format 0.0.4), after setting the gauges computed at
@@ -531,6 +558,7 @@ mod tests {
         metrics.rule_error("spin", "time limit exceeded");
         metrics.reload("rules", false);
         metrics.evicted();
+        metrics.rule_workers(2, 1, 7);
         let text = metrics.render(12, 3, Scope::Replica);
         for expected in [
             "quagmire_verdicts_total{verdict=\"trap\",rule=\"ai-crawlers\",mode=\"enforce\"} 1",
@@ -547,6 +575,9 @@ mod tests {
             "quagmire_client_cache_evictions_total 1",
             "quagmire_rule_errors_total{rule=\"spin\",kind=\"time_limit\"} 1",
             "quagmire_reloads_total{what=\"rules\",result=\"failed\"} 1",
+            "quagmire_rule_workers{state=\"active\"} 2",
+            "quagmire_rule_workers{state=\"abandoned\"} 1",
+            "quagmire_rule_jobs_queued 7",
             "quagmire_build_info{version=",
         ] {
             assert!(text.contains(expected), "missing {expected} in\n{text}");

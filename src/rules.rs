@@ -32,6 +32,7 @@ use arc_swap::ArcSwap;
 
 use crate::facts::Facts;
 use lists::List;
+pub use pool::PoolStats;
 
 /// The embedded default ruleset.
 pub const DEFAULT_SCRIPT: (&str, &str) = ("rules/default.lua", include_str!("../rules/default.lua"));
@@ -273,6 +274,11 @@ impl Rules {
     /// The number of rule worker threads (not counting abandoned ones still running).
     pub fn workers(&self) -> usize {
         self.pool.workers()
+    }
+
+    /// The rule workers active and abandoned, and verdicts queued for them, now.
+    pub fn pool_stats(&self) -> PoolStats {
+        self.pool.stats()
     }
 
     /// The ruleset in use.

@@ -119,6 +119,9 @@ impl Evaluator {
 /// begins (see `Coverage`); the header's name follows.
 pub(super) const UNJUDGED: &str = "unjudged: the input does not carry ";
 
+/// How the failure of a rule stopped at the time limit ends (after the rule's file and line).
+const TIME_LIMIT_TEXT: &str = "time limit exceeded";
+
 /// A failure's text when a state runs out of memory.
 const MEMORY_LIMIT_EXCEEDED: &str = "memory limit exceeded";
 
@@ -151,9 +154,8 @@ fn run(
             request_rate: facts.history.request_rate,
             packed,
         };
-        // A rule that ran over the time limit must leave the rules after it time, and not
-        // stopped.
-        let mut result = state.driver.evaluate(&request, || running.restart());
+        // Describing an error runs Lua, which a stop in progress would stop too: lift it.
+        let mut result = state.driver.evaluate(&request, || running.lift());
         let (mut failures, mut unjudged) = (Vec::new(), Vec::new());
         let mut decision = loop {
             let message = match result {
@@ -167,16 +169,19 @@ fn run(
             // skipped whatever the fail mode, since its answer would rest on a guess.
             if let (Some(rule), true) = (&rule, partial && message.starts_with(UNJUDGED)) {
                 unjudged.push(rule.clone());
-                result = state.driver.resume(|| running.restart());
+                result = state.driver.resume(|| running.lift());
                 continue;
             }
-            let resumable = rule.is_some() && compiled.fail == FailMode::Open;
+            // One CPU budget per request: a rule stopped at the time limit spent it for the
+            // rules after it too, so the evaluation ends with the fail mode.
+            let spent = message.ends_with(TIME_LIMIT_TEXT);
+            let resumable = rule.is_some() && compiled.fail == FailMode::Open && !spent;
             let rule = rule.unwrap_or_else(|| Arc::from("rules"));
             failures.push((rule.clone(), message.clone()));
             if !resumable {
                 break failed(compiled.fail, &rule, &message);
             }
-            result = state.driver.resume(|| running.restart());
+            result = state.driver.resume(|| running.lift());
         };
         // Every failure of the evaluation, not only the last.
         decision.failures = failures;
@@ -328,7 +333,8 @@ fn cut(text: &str, max: usize) -> Cow<'_, str> {
     Cow::Owned(format!("{}… (+{} bytes)", &text[..end], text.len() - end))
 }
 
-fn failed(mode: FailMode, rule: &Arc<str>, message: &str) -> Decision {
+/// The decision for a failure under `mode`.
+pub(super) fn failed(mode: FailMode, rule: &Arc<str>, message: &str) -> Decision {
     let verdict = match mode {
         FailMode::Open => Verdict::Allow,
         FailMode::Closed => Verdict::Trap,

@@ -16,6 +16,7 @@
 //! get rules abandoned that the time limit would have stopped; [`STUCK_WALL`] bounds the wait
 //! when the worker gets no CPU at all.
 
+use std::panic::AssertUnwindSafe;
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, LazyLock, Mutex, PoisonError};
 use std::time::{Duration, Instant};
@@ -109,9 +110,34 @@ struct Shared {
     workers: usize,
     /// Threads running, abandoned ones included.
     live: AtomicUsize,
+    /// Threads running that are not abandoned: the pool's strength, which supervision keeps at
+    /// `workers`.
+    active: AtomicUsize,
     next_id: AtomicUsize,
     /// Each running worker's id and its abandoned flag.
     abandoned: Mutex<Vec<(usize, Arc<AtomicBool>)>>,
+    /// Held while starting replacements, so two callers never both top the pool up.
+    topping_up: Mutex<()>,
+    /// Set when the pool is dropped: workers that end then are not replaced.
+    closing: AtomicBool,
+    /// Jobs skipped because their caller had stopped waiting.
+    skipped: AtomicU64,
+    /// Set by a test to make the next evaluation panic.
+    #[cfg(test)]
+    panic_next: AtomicBool,
+}
+
+/// How many workers a pool has and how busy it is, for metrics.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PoolStats {
+    /// Workers taking jobs.
+    pub active: usize,
+    /// Abandoned threads still running (stuck in a call, ending once it returns).
+    pub abandoned: usize,
+    /// Jobs waiting for a worker.
+    pub queued: usize,
+    /// Jobs skipped so far because their caller had stopped waiting (a proxy that timed out).
+    pub skipped: u64,
 }
 
 impl Pool {
@@ -124,11 +150,21 @@ impl Pool {
             current,
             workers,
             live: AtomicUsize::new(0),
+            active: AtomicUsize::new(0),
             next_id: AtomicUsize::new(1),
             abandoned: Mutex::new(Vec::new()),
+            topping_up: Mutex::new(()),
+            closing: AtomicBool::new(false),
+            skipped: AtomicU64::new(0),
+            #[cfg(test)]
+            panic_next: AtomicBool::new(false),
         });
         for _ in 0..workers {
-            spawn(&shared)?;
+            if let Err(error) = spawn(&shared) {
+                // The workers started end with the pool: none may be replaced.
+                shared.closing.store(true, Ordering::SeqCst);
+                return Err(error);
+            }
         }
         Ok(Pool { jobs, shared })
     }
@@ -138,11 +174,28 @@ impl Pool {
         self.shared.workers
     }
 
+    /// Workers active and abandoned, and jobs queued, now.
+    pub(super) fn stats(&self) -> PoolStats {
+        let live = self.shared.live.load(Ordering::SeqCst);
+        let active = self.shared.active.load(Ordering::SeqCst);
+        let skipped = self.shared.skipped.load(Ordering::Relaxed);
+        PoolStats { active, abandoned: live.saturating_sub(active), queued: self.jobs.len(), skipped }
+    }
+
+    /// Makes the next evaluation panic inside the worker, as a bug in a helper would.
+    #[cfg(test)]
+    pub(super) fn panic_next_evaluation(&self) {
+        self.shared.panic_next.store(true, Ordering::SeqCst);
+    }
+
     /// Evaluates on a worker; waits asynchronously.
     pub(super) async fn evaluate(&self, facts: Arc<Facts>, tracing: bool) -> Result<Answer, Unanswered> {
         let (sender, mut receiver) = oneshot::channel();
         let enqueued = Instant::now();
         let progress = self.submit(facts, tracing, Reply::Async(sender))?;
+        // A caller that goes away (the proxy timed out and closed the connection) drops this
+        // future: its job is cancelled, so no worker evaluates it for nobody.
+        let _cancel = CancelOnDrop(&progress);
         let (mut deadline, mut first_look) = (enqueued + self.look(), None);
         loop {
             match tokio::time::timeout_at(deadline.into(), &mut receiver).await {
@@ -172,6 +225,11 @@ impl Pool {
     }
 
     fn submit(&self, facts: Arc<Facts>, tracing: bool, reply: Reply) -> Result<Arc<Progress>, Unanswered> {
+        // Below strength (a replacement refused at the cap, or one that failed to start): try
+        // again now. One atomic load when the pool is whole.
+        if self.shared.active.load(Ordering::Relaxed) < self.shared.workers {
+            top_up(&self.shared);
+        }
         let progress = Arc::new(Progress {
             started: AtomicU64::new(0),
             worker: AtomicUsize::new(0),
@@ -231,8 +289,9 @@ impl Pool {
         Err(Unanswered::Stuck)
     }
 
-    /// Gives up on a worker: a replacement takes its place, unless too many abandoned threads
-    /// are still running.
+    /// Gives up on a worker: it no longer counts towards the pool's strength, and a replacement
+    /// takes its place, unless too many abandoned threads are still running; then the
+    /// replacement starts when one of them ends.
     fn abandon(&self, worker: usize) {
         let shared = &self.shared;
         {
@@ -242,18 +301,47 @@ impl Pool {
                 return;
             }
         }
+        shared.active.fetch_sub(1, Ordering::SeqCst);
+        tracing::error!(worker, "a rule evaluation is stuck past its deadline; replacing its worker");
+        top_up(shared);
+    }
+}
+
+impl Drop for Pool {
+    fn drop(&mut self) {
+        self.shared.closing.store(true, Ordering::SeqCst);
+    }
+}
+
+/// Marks a job cancelled when its caller stops waiting for it, whatever the reason.
+struct CancelOnDrop<'a>(&'a Progress);
+
+impl Drop for CancelOnDrop<'_> {
+    fn drop(&mut self) {
+        self.0.cancelled.store(true, Ordering::SeqCst);
+    }
+}
+
+/// Starts workers until the pool is back to strength, within the cap on threads (abandoned ones
+/// included); what the cap refuses is started by the next call, which comes when an abandoned
+/// thread ends or a job is submitted.
+fn top_up(shared: &Arc<Shared>) {
+    // Someone else is topping up: they see the same shortfall.
+    let Ok(_topping_up) = shared.topping_up.try_lock() else { return };
+    let cap = shared.workers * (1 + ABANDONED_PER_WORKER);
+    while !shared.closing.load(Ordering::SeqCst) && shared.active.load(Ordering::SeqCst) < shared.workers {
         let live = shared.live.load(Ordering::SeqCst);
-        let cap = shared.workers * (1 + ABANDONED_PER_WORKER);
         if live >= cap {
             tracing::error!(
                 threads = live,
-                "a rule worker is stuck and too many stuck ones still run; not replacing it"
+                active = shared.active.load(Ordering::SeqCst),
+                "rule workers are stuck and too many stuck ones still run; a replacement starts when one ends"
             );
             return;
         }
-        tracing::error!(worker, "a rule evaluation is stuck past its deadline; replacing its worker");
         if let Err(error) = spawn(shared) {
             tracing::error!(%error, "cannot start a replacement rule worker");
+            return;
         }
     }
 }
@@ -263,19 +351,50 @@ fn spawn(shared: &Arc<Shared>) -> Result<(), String> {
     let flag = Arc::new(AtomicBool::new(false));
     shared.abandoned.lock().unwrap_or_else(PoisonError::into_inner).push((id, flag.clone()));
     shared.live.fetch_add(1, Ordering::SeqCst);
-    let worker_shared = shared.clone();
+    shared.active.fetch_add(1, Ordering::SeqCst);
+    let guard = WorkerGuard { shared: shared.clone(), id, abandoned: flag };
     std::thread::Builder::new()
         .name(format!("quagmire-rules-{id}"))
-        .spawn(move || work(&worker_shared, id, &flag))
+        .spawn(move || work(guard))
         .map(|_| ())
         .map_err(|error| {
-            shared.live.fetch_sub(1, Ordering::SeqCst);
+            // The guard went with the closure the thread never ran, and did the bookkeeping;
+            // the pool stays short, and the next job submitted tries again.
             format!("cannot start a rule worker: {error}")
         })
 }
 
+/// A worker thread's place in the pool. However the thread ends (the pool dropped, abandoned,
+/// or a panic outside an evaluation), dropping the guard takes it out of the counts and, unless
+/// the pool is closing, starts what the pool is short of.
+struct WorkerGuard {
+    shared: Arc<Shared>,
+    id: usize,
+    abandoned: Arc<AtomicBool>,
+}
+
+impl Drop for WorkerGuard {
+    fn drop(&mut self) {
+        let shared = &self.shared;
+        shared
+            .abandoned
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .retain(|(worker, _)| *worker != self.id);
+        if !self.abandoned.load(Ordering::SeqCst) {
+            shared.active.fetch_sub(1, Ordering::SeqCst);
+        }
+        shared.live.fetch_sub(1, Ordering::SeqCst);
+        if std::thread::panicking() {
+            tracing::error!(worker = self.id, "a rule worker panicked; replacing it");
+        }
+        top_up(shared);
+    }
+}
+
 /// A worker's loop: its own Lua state, until the pool is dropped or the worker abandoned.
-fn work(shared: &Shared, id: usize, abandoned: &AtomicBool) {
+fn work(guard: WorkerGuard) {
+    let (shared, id, abandoned) = (&*guard.shared, guard.id, &*guard.abandoned);
     let clock = CpuClock::current().map_or(i64::MIN, CpuClock::to_raw);
     let mut evaluator = Evaluator::new();
     // Built before the first job, so that a replacement is ready when jobs arrive; after a
@@ -284,6 +403,7 @@ fn work(shared: &Shared, id: usize, abandoned: &AtomicBool) {
     let mut errors = ErrorLog::new();
     while let Ok(job) = shared.jobs.recv() {
         if job.progress.cancelled.load(Ordering::SeqCst) {
+            shared.skipped.fetch_add(1, Ordering::Relaxed);
             continue;
         }
         let compiled = shared.current.load_full();
@@ -293,7 +413,28 @@ fn work(shared: &Shared, id: usize, abandoned: &AtomicBool) {
         job.progress.worker.store(id, Ordering::SeqCst);
         job.progress.clock.store(clock, Ordering::SeqCst);
         job.progress.started.store(nanos_since_epoch(Instant::now()), Ordering::SeqCst);
-        let (decision, trace) = evaluator.evaluate(&compiled, &job.facts, job.tracing);
+        let evaluated = std::panic::catch_unwind(AssertUnwindSafe(|| {
+            #[cfg(test)]
+            if shared.panic_next.swap(false, Ordering::SeqCst) {
+                panic!("a test made this evaluation panic");
+            }
+            evaluator.evaluate(&compiled, &job.facts, job.tracing)
+        }));
+        let (decision, trace) = match evaluated {
+            Ok(answer) => answer,
+            Err(panic) => {
+                let message = panic
+                    .downcast_ref::<&str>()
+                    .map(|text| (*text).to_string())
+                    .or_else(|| panic.downcast_ref::<String>().cloned())
+                    .unwrap_or_else(|| "no message".into());
+                tracing::error!(worker = id, message, "a rule evaluation panicked; its Lua state is rebuilt");
+                // The state may be half-way through anything: never reuse it.
+                evaluator = Evaluator::new();
+                let failure = format!("the rules panicked: {message}");
+                (super::lua::failed(compiled.fail, &Arc::from("rules"), &failure), Vec::new())
+            }
+        };
         errors.record(&compiled.name, &decision.failures);
         let answer = Answer { decision, trace };
         match job.reply {
@@ -308,8 +449,7 @@ fn work(shared: &Shared, id: usize, abandoned: &AtomicBool) {
             break;
         }
     }
-    // The Lua state goes with `evaluator`: a stuck evaluation's state is never reused.
+    // The Lua state goes with `evaluator`, before the guard lets a replacement count: a stuck
+    // evaluation's state is never reused.
     drop(evaluator);
-    shared.abandoned.lock().unwrap_or_else(PoisonError::into_inner).retain(|(worker, _)| *worker != id);
-    shared.live.fetch_sub(1, Ordering::SeqCst);
 }

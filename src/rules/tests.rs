@@ -461,8 +461,10 @@ fn an_infinite_loop_is_stopped_and_gets_the_fail_mode() {
     let (decision, trace) =
         script_rules(script, FailMode::Open).unwrap().evaluate_traced(&Request::browser(CHROME).facts());
     assert!(started.elapsed() < Duration::from_secs(2));
-    assert_eq!(&*decision.rule, "after", "fail open skips the broken rule");
+    // The loop spent the request's one budget: fail open allows, and the rules after it never run.
+    assert_eq!((decision.verdict, &*decision.rule), (Verdict::Allow, "spin"), "{decision:?}");
     assert!(trace[0].result.contains("limit exceeded"), "{trace:?}");
+    assert_eq!(trace.len(), 1, "{trace:?}");
 
     let decision =
         script_rules(script, FailMode::Closed).unwrap().evaluate(&Request::browser(CHROME).facts());

@@ -253,10 +253,15 @@ impl Drop for Registration {
 }
 
 impl Running<'_> {
-    /// Gives the rest of the evaluation a fresh limit and lifts a stop in progress: after a rule
-    /// that ran over is recorded as failed, the rules after it still run.
-    pub(super) fn restart(&self) {
-        self.slot.started.store(now(), Ordering::SeqCst);
+    /// Lifts a stop in progress, so that the error it raised can be described (which runs Lua).
+    /// One budget per request: an evaluation that was stopped has spent its limit, and gets a
+    /// fresh one only for describing the error (the caller ends the evaluation after that); after
+    /// any other error the rules go on within what is left of the same limit.
+    pub(super) fn lift(&self) {
+        let started = self.slot.started.load(Ordering::SeqCst);
+        if self.slot.stop.load(Ordering::SeqCst) == started || self.slot.hooked.load(Ordering::SeqCst) {
+            self.slot.started.store(now(), Ordering::SeqCst);
+        }
         self.slot.unhook();
     }
 }

@@ -2,6 +2,7 @@
 //! waits much past the time limit, the service keeps answering, and nothing one request does to
 //! the Lua state reaches the next.
 
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::*;
@@ -223,18 +224,122 @@ fn the_time_limit_counts_cpu_time_so_an_overloaded_machine_does_not_trip_it() {
     }
 }
 
+/// Sorting a million numbers is one C call the time limit cannot interrupt. The numbers come
+/// from one C call too (the table is the request's own: tables the script made while loading are
+/// read-only to rules).
+const SORT_SCRIPT: &str = r#"
+    local bytes = string.rep("\255\1\128\7", 249000)
+    return {
+        { name = "sort", check = function(r)
+            if r.path == "/sort" then
+                local numbers = { string.byte(bytes, 1, -1) }
+                table.sort(numbers)
+            end
+            return "allow", "ok"
+        end },
+    }"#;
+
+/// Waits up to 30 s for the pool to be back at `workers` active workers and no abandoned ones.
+fn wait_for_full_strength(rules: &Rules, workers: usize) -> PoolStats {
+    let started = Instant::now();
+    loop {
+        let stats = rules.pool_stats();
+        if (stats.active, stats.abandoned) == (workers, 0) || started.elapsed() > Duration::from_secs(30) {
+            return stats;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn abandoning_workers_past_the_cap_leaves_the_pool_at_full_strength_once_they_end() {
+    let limits = Limits { time: Duration::from_millis(20), memory: 256 << 20 };
+    let rules = rules_with(SORT_SCRIPT, FailMode::Closed, limits).unwrap();
+    // One worker, so at most five threads: the sixth stuck request finds no room for a
+    // replacement, and the pool is short until a stuck thread ends.
+    let sort = Request { uri: "/sort", ..Request::browser(CHROME) }.facts();
+    for _ in 0..6 {
+        let decision = rules.evaluate(&sort);
+        assert!(
+            decision.reason.contains("did not finish in time") || decision.reason == "ok",
+            "{decision:?}"
+        );
+    }
+    let stats = wait_for_full_strength(&rules, 1);
+    assert_eq!((stats.active, stats.abandoned), (1, 0), "the pool did not return to strength: {stats:?}");
+    assert_eq!(rules.evaluate(&Request::browser(CHROME).facts()).reason, "ok");
+}
+
+#[test]
+fn a_panicking_evaluation_gets_the_fail_mode_and_leaves_the_pool_at_full_strength() {
+    let rules = rules_with(
+        r#"return { { name = "ok", check = function(r) return "allow", "ok" end } }"#,
+        FailMode::Closed,
+        limits(),
+    )
+    .unwrap();
+    for _ in 0..3 {
+        rules.pool.panic_next_evaluation();
+        let decision = rules.evaluate(&Request::browser(CHROME).facts());
+        assert_eq!(decision.verdict, Verdict::Trap, "{decision:?}");
+        assert!(decision.reason.contains("the rules panicked"), "{decision:?}");
+        assert_eq!(rules.evaluate(&Request::browser(CHROME).facts()).reason, "ok");
+        assert_eq!((rules.pool_stats().active, rules.pool_stats().abandoned), (1, 0));
+    }
+}
+
+#[test]
+fn looping_rules_under_fail_open_share_one_budget() {
+    let script = r#"return {
+        { name = "spin-1", check = function(r) while true do end end },
+        { name = "spin-2", check = function(r) while true do end end },
+        { name = "spin-3", check = function(r) while true do end end },
+        { name = "spin-4", check = function(r) while true do end end },
+        { name = "after", check = function(r) return "trap", "reached" end },
+    }"#;
+    let rules = rules_with(script, FailMode::Open, limits()).unwrap();
+    let decision = rules.evaluate(&Request::browser(CHROME).facts());
+    // The first loop spends the request's budget: the others never start.
+    assert_eq!(decision.failures.len(), 1, "{decision:?}");
+    assert_eq!((decision.verdict, &*decision.rule), (Verdict::Allow, "spin-1"), "{decision:?}");
+    assert!(decision.reason.contains("time limit exceeded"), "{decision:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_verdict_whose_caller_went_away_is_not_evaluated() {
+    let script = r#"return { { name = "slow", check = function(r)
+        if r.path == "/slow" then local n = 0; for i = 1, 30000000 do n = n + i end end
+        return "allow", "ok"
+    end } }"#;
+    let rules = Arc::new(
+        rules_with(script, FailMode::Closed, Limits { time: Duration::from_secs(20), memory: 16 << 20 })
+            .unwrap(),
+    );
+    let slow = Arc::new(Request { uri: "/slow", ..Request::browser(CHROME) }.facts());
+    let busy = tokio::spawn({
+        let rules = rules.clone();
+        async move { rules.judge(slow).await }
+    });
+    // The one worker is busy with the slow request; this one waits in the queue and its caller
+    // gives up, as a proxy that timed out would.
+    while rules.pool_stats().queued > 0 || busy.is_finished() {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    let gave_up = tokio::time::timeout(
+        Duration::from_millis(30),
+        rules.judge(Arc::new(Request::browser(CHROME).facts())),
+    )
+    .await;
+    assert!(gave_up.is_err(), "the worker was free: the slow rule is not slow enough here");
+    assert_eq!(busy.await.unwrap().reason, "ok");
+    assert_eq!(rules.judge(Arc::new(Request::browser(CHROME).facts())).await.reason, "ok");
+    assert_eq!(rules.pool_stats().skipped, 1, "the abandoned verdict was evaluated for nobody");
+}
+
 #[test]
 fn a_stuck_call_into_c_gets_the_fail_mode_and_the_worker_is_replaced() {
-    // Sorting a million numbers is one C call the time limit cannot interrupt. The numbers are
-    // made while loading, so that the rule goes straight into the call.
-    let script = r#"
-        local numbers = { string.byte(string.rep("\255\1\128\7", 249000), 1, -1) }
-        return {
-            { name = "sort", check = function(r)
-                if r.path == "/sort" then table.sort(numbers) end
-                return "allow", "ok"
-            end },
-        }"#;
+    let script = SORT_SCRIPT;
     let limits = Limits { time: Duration::from_millis(20), memory: 256 << 20 };
     let rules = rules_with(script, FailMode::Closed, limits.clone()).unwrap();
     let started = Instant::now();
