@@ -31,8 +31,9 @@
 -- %b, since their matching can take exponential time.
 -- trap_threshold is the configured trap score threshold.
 --
--- Nothing a rule changes outlives its request: libraries and the tables this script leaves in
--- globals are read-only, and globals a rule writes are forgotten before the next request.
+-- Nothing a rule changes outlives its request: libraries and every table the rules can reach
+-- (globals, captured locals, nested) are read-only, a rule may not assign a local declared
+-- outside it, and globals a rule writes are forgotten before the next request.
 
 -- A client whose decayed trap score reaches `trap_threshold` (config: rules { trap-threshold },
 -- default 5) is trapped on every request. With the default half-life of ten minutes, one stray

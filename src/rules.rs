@@ -18,6 +18,7 @@ mod lua;
 mod patterns;
 mod pool;
 mod report;
+mod seal;
 mod watchdog;
 
 use std::borrow::Cow;

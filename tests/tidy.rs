@@ -10,6 +10,10 @@ const UNSAFE_FILES: &[(&str, &str)] = &[
     ("src/generator/prefetch.rs", "a prefetch hint, which std has no safe form of"),
     ("src/rules/driver.rs", "the rule driver called through Lua's C API"),
     ("src/rules/helpers.rs", "list helpers as Lua C functions"),
+    (
+        "src/rules/seal.rs",
+        "reading upvalues and real metatables to seal a script, which mlua has no safe form of",
+    ),
     ("src/rules/watchdog.rs", "the time limit: a signal handler, thread CPU clocks and a Lua hook"),
 ];
 

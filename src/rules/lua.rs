@@ -20,7 +20,7 @@ use super::driver::{self, CODE_TRAP, Driver, Outcome};
 use super::lists::List;
 use super::watchdog::Registration;
 use super::{Compiled, Decision, FailMode, RuleOutcome, RulesError, Verdict};
-use super::{helpers, patterns};
+use super::{helpers, patterns, seal};
 use crate::facts::{Coverage, Facts};
 use crate::numbers::Decimal;
 use crate::signature;
@@ -394,7 +394,7 @@ fn prepare(lua: &Lua, compiled: &Compiled) -> Result<Prepared, RulesError> {
     let script_error =
         |error: mlua::Error| RulesError::Script(format!("{}: {}", compiled.name, error_message(&error)));
     let (lists, browser, kept) = helpers::install(lua, compiled).map_err(script_error)?;
-    let (env, settle, reset, _base): (Table, Function, Function, Table) = lua
+    let (env, settle, reset, seal, _base): (Table, Function, Function, Function, Table) = lua
         .load(SANDBOX)
         .set_name("=quagmire sandbox")
         .call((
@@ -413,7 +413,7 @@ fn prepare(lua: &Lua, compiled: &Compiled) -> Result<Prepared, RulesError> {
         .set_environment(env)
         .eval()
         .map_err(|error| RulesError::Script(error_message(&error)))?;
-    settle.call::<()>(()).map_err(script_error)?;
+    let globals: Table = settle.call(()).map_err(script_error)?;
     let Value::Table(list) = returned else {
         return Err(RulesError::Script(format!(
             "{}: the script must return a list of rules ({{ name = ..., check = function(r) ... end }})",
@@ -434,6 +434,16 @@ fn prepare(lua: &Lua, compiled: &Compiled) -> Result<Prepared, RulesError> {
         })?;
         checks.push(check).map_err(script_error)?;
         names.push(Arc::from(name));
+    }
+    // Nothing a rule changes may outlive its request: every table the rules can reach becomes
+    // read-only, and no rule may assign a local declared outside it (see `seal.rs`).
+    let (upvalue, metatable, set_metatable) = seal::inspectors(lua).map_err(script_error)?;
+    let roots =
+        lua.create_sequence_from([Value::Table(list), Value::Table(globals)]).map_err(script_error)?;
+    let functions: Vec<Function> =
+        seal.call((roots, upvalue, metatable, set_metatable)).map_err(script_error)?;
+    if let Some(reason) = functions.iter().find_map(seal::outer_assignment) {
+        return Err(RulesError::Script(reason));
     }
     let (evaluate, failed, resume, last_trace): (Function, Function, Function, Function) = lua
         .load(driver::SOURCE)
@@ -464,7 +474,7 @@ pub(super) fn visible_names(compiled: &Compiled) -> (Vec<String>, Vec<String>) {
         Lua::new_with(StdLib::TABLE | StdLib::STRING | StdLib::MATH | StdLib::UTF8, LuaOptions::default())
             .unwrap();
     let (lists, browser, _kept) = helpers::install(&lua, compiled).unwrap();
-    let (_env, _settle, _reset, base): (Table, Function, Function, Table) = lua
+    let (_env, _settle, _reset, _seal, base): (Table, Function, Function, Function, Table) = lua
         .load(SANDBOX)
         .call((patterns::guard(&lua).unwrap(), patterns::re(&lua).unwrap(), lists, browser, 1.0))
         .unwrap();

@@ -2,12 +2,13 @@
 -- "=quagmire sandbox"; see src/rules/lua.rs.
 --
 -- What a rule changes does not outlive its request:
--- - the libraries (string, table, math, utf8), `lists` and every table the script leaves in a
---   global are read-only views; the string metatable is hidden;
+-- - the libraries (string, table, math, utf8) and `lists` are read-only views; the string
+--   metatable is hidden;
+-- - every table the rules can reach (in the script's globals, in its locals the rules capture,
+--   nested, metatables included) is made read-only in place by `seal`, and lua.rs refuses a
+--   script whose rules assign a local declared outside them;
 -- - a global a rule writes is forgotten by `reset` before the next request, over the globals the
 --   script defined while loading.
--- State can persist only in the script's own local variables; it counts against the state's
--- memory limit, and a state that runs out of memory is rebuilt.
 --
 -- Lua patterns whose matching can backtrack (quantifiers, %b) are refused by `check_pattern`:
 -- their time in C cannot be limited. `re` offers linear-time regular expressions instead.
@@ -97,14 +98,84 @@ local function reset()
   end
 end
 
--- After the script ran: what it left in globals becomes the loaded layer, tables read-only.
+-- After the script ran: what it left in globals becomes the loaded layer (made read-only in place
+-- by `seal`, with everything else the rules can reach). Returns those globals.
 local function settle()
-  for key, value in next, env do loaded[key] = freeze(value) end
+  local globals = {}
+  for key, value in next, env do loaded[key] = value; globals[key] = value end
   for key, value in next, base do
     if rawget(loaded, key) == nil then loaded[key] = value end
   end
   setmetatable(loaded, nil)
   reset()
+  return globals
 end
 
-return env, settle, reset, base
+-- Makes table `t` read-only in place, so that every reference to it (a local a rule captured,
+-- a field of another table) sees the same read-only table: its entries move to a hidden
+-- table its reads fall through to, so every write meets __newindex. Keys that name
+-- metamethods ("__index", ...) stay where they are, so a table the script uses as a metatable
+-- keeps working as one. The script's own metatable keeps its metamethods (and its __index
+-- answers what the table lacks); getmetatable still returns it.
+local function seal_table(t, metatable, set_metatable)
+  local hidden = {}
+  for key, value in next, t do
+    if type(key) ~= "string" or find(key, "__", 1, true) ~= 1 then hidden[key] = value end
+  end
+  for key in next, hidden do rawset(t, key, nil) end
+  local own = metatable(t)
+  local sealed = {}
+  if own ~= nil then
+    for key, value in next, own do sealed[key] = value end
+    set_metatable(hidden, own)
+  end
+  sealed.__index = hidden
+  sealed.__newindex = read_only
+  sealed.__len = (own ~= nil and rawget(own, "__len")) or function() return #hidden end
+  sealed.__pairs = function() return next, hidden, nil end
+  if own == nil then
+    sealed.__metatable = false
+  elseif rawget(own, "__metatable") == nil then
+    sealed.__metatable = own
+  end
+  set_metatable(t, sealed)
+end
+
+-- After the script ran and its rules were collected: seals every table the rules can reach from
+-- `roots` (the returned rules and the script's globals), through tables' keys, values and
+-- metatables and Lua functions' upvalues, and returns the Lua functions it met (whose bytecode
+-- lua.rs checks for assignments to outer locals). The sandbox's own read-only views and the
+-- globals table are left as they are.
+local function seal(roots, upvalue, metatable, set_metatable)
+  local seen, functions, tables = { [env] = true }, {}, {}
+  local function walk(value)
+    local kind = type(value)
+    if (kind ~= "table" and kind ~= "function") or seen[value] or is_view[value] then return end
+    seen[value] = true
+    if kind == "function" then
+      functions[#functions + 1] = value
+      local index = 1
+      while true do
+        local name, captured = upvalue(value, index)
+        if name == nil then break end
+        walk(captured)
+        index = index + 1
+      end
+      return
+    end
+    tables[#tables + 1] = value
+    for key, item in next, value do
+      walk(key)
+      walk(item)
+    end
+    walk(metatable(value))
+  end
+  walk(roots)
+  -- Sealed after the walk, so that the walk reads every table as the script left it.
+  for i = 1, #tables do
+    if tables[i] ~= roots then seal_table(tables[i], metatable, set_metatable) end
+  end
+  return functions
+end
+
+return env, settle, reset, seal, base

@@ -134,11 +134,10 @@ fn globals_written_during_a_request_are_visible_within_it() {
 
 #[test]
 fn a_state_that_ran_out_of_memory_is_rebuilt() {
-    // Script-level locals are the one place state can persist; running out of memory ends it.
     let script = r#"
-        local hoard = {}
         return {
             { name = "hoarder", check = function(r)
+                local hoard = {}
                 if r.path == "/fill" then
                     while true do hoard[#hoard + 1] = string.rep("x", 65536) .. #hoard end
                 end
@@ -154,6 +153,104 @@ fn a_state_that_ran_out_of_memory_is_rebuilt() {
     let (_, trace) = rules.evaluate_traced(&Request { uri: "/fill", ..Request::browser(CHROME) }.facts());
     assert!(trace[0].result.contains("memory limit exceeded"), "{trace:?}");
     assert_eq!(rules.evaluate(&Request::browser(CHROME).facts()).reason, "1", "a fresh state");
+}
+
+#[test]
+fn tables_the_rules_reach_through_locals_are_read_only_nested_and_with_metatables() {
+    let script = r#"
+        local seen = {}
+        local nested = { inner = { deeper = { 1, 2, 3 } } }
+        local Counter = {}
+        Counter.__index = Counter
+        function Counter.total(self) return self.base + #nested.inner.deeper end
+        local counter = setmetatable({ base = 10 }, Counter)
+        local shielded = setmetatable({}, { __metatable = "mine", __index = function(_, key) return key .. "!" end })
+        local function attempt(f) local ok, err = pcall(f); return ok and "wrote" or tostring(err) end
+        return {
+            { name = "grow", check = function(r)
+                if r.path ~= "/grow" then return end
+                return "trap", attempt(function() seen[#seen + 1] = r.path end)
+            end },
+            { name = "nested", check = function(r)
+                if r.path ~= "/nested" then return end
+                return "trap", attempt(function() table.insert(nested.inner.deeper, 4) end)
+            end },
+            { name = "metatable", check = function(r)
+                if r.path ~= "/metatable" then return end
+                return "trap", attempt(function() Counter.extra = true end)
+                    .. " " .. attempt(function() counter.base = 11 end)
+            end },
+            { name = "reads", check = function(r)
+                -- Reading works as before: fields, methods through the metatable, length,
+                -- pairs, ipairs, a protected metatable and an __index function.
+                local keys = 0
+                for _ in pairs(nested.inner) do keys = keys + 1 end
+                local sum = 0
+                for _, n in ipairs(nested.inner.deeper) do sum = sum + n end
+                return "allow", table.concat({ counter:total(), #seen, keys, sum,
+                    tostring(getmetatable(counter) == Counter), getmetatable(shielded), shielded.x }, " ")
+            end },
+        }"#;
+    let rules = rules_with(script, FailMode::Closed, limits()).unwrap();
+    for (path, rule) in [("/grow", "grow"), ("/nested", "nested")] {
+        let decision = rules.evaluate(&Request { uri: path, ..Request::browser(CHROME) }.facts());
+        assert_eq!(&*decision.rule, rule);
+        assert!(decision.reason.contains("rules cannot change this table"), "{decision:?}");
+    }
+    let decision = rules.evaluate(&Request { uri: "/metatable", ..Request::browser(CHROME) }.facts());
+    assert_eq!(decision.reason.matches("rules cannot change this table").count(), 2, "{decision:?}");
+    let decision = rules.evaluate(&Request::browser(CHROME).facts());
+    assert_eq!(decision.reason, "13 0 1 6 true mine x!", "{decision:?}");
+}
+
+#[test]
+fn state_cannot_outlive_a_request_through_a_scripts_locals() {
+    // The issue's case: a table that grows across requests, and a rule that fires on every 50th
+    // entry, once per worker. Now every request sees the table as the script left it.
+    let script = r#"
+        local seen = {}
+        return {
+            { name = "every-50th", check = function(r)
+                pcall(function() seen[#seen + 1] = r.path end)
+                if #seen > 0 and #seen % 50 == 0 then return "trap", "50th" end
+                return "allow", tostring(#seen)
+            end },
+        }"#;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("rules.lua");
+    std::fs::write(&path, script).unwrap();
+    let rules = Rules::load(RulesConfig {
+        script: Some(path),
+        lists: None,
+        fail: FailMode::Closed,
+        limits: limits(),
+        workers: 2,
+        trap_threshold: 5.0,
+    })
+    .unwrap();
+    for _ in 0..120 {
+        let decision = rules.evaluate(&Request::browser(CHROME).facts());
+        assert_eq!((decision.verdict, decision.reason.as_str()), (Verdict::Allow, "0"), "{decision:?}");
+    }
+    // Assigning an outer local is refused when the script loads, with the variable and line.
+    for (script, name) in [
+        ("local count = 0\nreturn { { name = 'n', check = function(r)\n count = count + 1\nend } }", "count"),
+        (
+            "local cache\nlocal function get() cache = cache or {} return cache end\nreturn { { name = 'c', check = function(r) get() end } }",
+            "cache",
+        ),
+        (
+            "function helper() total = 1 end\nlocal calls = 0\nfunction counted() calls = calls + 1 end\nreturn { { name = 'g', check = function(r) counted() end } }",
+            "calls",
+        ),
+    ] {
+        let error = rules_with(script, FailMode::Closed, limits()).err().expect("refused").to_string();
+        assert!(
+            error.contains(&format!("a rule assigns `{name}`, a local the script declared outside it")),
+            "{error}"
+        );
+        assert!(error.contains("rules.lua:"), "{error}");
+    }
 }
 
 #[test]
