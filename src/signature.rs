@@ -77,6 +77,11 @@ pub struct Signature {
 /// How far a signature's `created` may lie in the future, and its `expires` in the past: clocks
 /// differ by a few seconds, and a forwarded request may wait in a queue.
 const CLOCK_SKEW: i64 = 60;
+/// The longest a signature may be valid (`expires - created`), and the oldest its `created` may
+/// be: agents sign each request, so a signature that lasts longer is one made to be replayed.
+pub const MAX_WINDOW: i64 = 3600;
+/// Nonces remembered (each until its signature expires), at most.
+const NONCE_CAPACITY: u64 = 100_000;
 /// How long a failed directory fetch is remembered before it is tried again.
 const FAILED_FOR: Duration = Duration::from_secs(60);
 /// Cached directories (one per agent origin), at most.
@@ -120,11 +125,23 @@ impl moka::Expiry<Arc<str>, Entry> for EntryExpiry {
     }
 }
 
+/// A nonce's entry lives until its signature expires (plus the skew).
+struct NonceExpiry;
+
+impl moka::Expiry<Arc<str>, Duration> for NonceExpiry {
+    fn expire_after_create(&self, _: &Arc<str>, lifetime: &Duration, _: Instant) -> Option<Duration> {
+        Some(*lifetime)
+    }
+}
+
 /// Checks Web Bot Auth signatures; shared by every verdict.
 pub struct Signatures {
     config: WebBotAuthConfig,
     fetcher: Option<Fetcher>,
     cache: Cache<Arc<str>, Entry>,
+    /// `keyid` and `nonce` of the signatures verified, until they expire: a second request with
+    /// the same pair is a replay.
+    nonces: Cache<Arc<str>, Duration>,
     limiter: DefaultDirectRateLimiter,
     in_flight: Arc<AtomicUsize>,
     metrics: Arc<Metrics>,
@@ -149,6 +166,7 @@ impl Signatures {
                 .max_capacity(CACHE_CAPACITY)
                 .expire_after(EntryExpiry { in_flight_for: config.timeout + Duration::from_secs(1) })
                 .build(),
+            nonces: Cache::builder().max_capacity(NONCE_CAPACITY).expire_after(NonceExpiry).build(),
             limiter: RateLimiter::direct(Quota::per_second(per_second)),
             in_flight: Arc::new(AtomicUsize::new(0)),
             metrics,
@@ -167,7 +185,7 @@ impl Signatures {
             Err(invalid) => return Some(invalid),
         };
         Some(match self.cache.get(parsed.origin.as_str()) {
-            Some(Entry::Done(keys)) => parsed.check(&keys),
+            Some(Entry::Done(keys)) => self.settle(&parsed, &keys),
             Some(Entry::InFlight(_)) => parsed.pending("key directory fetch under way"),
             None => parsed.pending("key directory not fetched yet"),
         })
@@ -187,7 +205,7 @@ impl Signatures {
         {
             let receiver = match self.cache.get(parsed.origin.as_str()) {
                 Some(Entry::Done(keys)) => {
-                    *current = parsed.check(&keys);
+                    *current = self.settle(&parsed, &keys);
                     None
                 }
                 Some(Entry::InFlight(receiver)) => Some(receiver),
@@ -197,7 +215,7 @@ impl Signatures {
                 match tokio::time::timeout(wait, receiver.wait_for(Option::is_some)).await {
                     Ok(Ok(keys)) => {
                         if let Some(keys) = keys.as_ref() {
-                            *current = parsed.check(keys);
+                            *current = self.settle(&parsed, keys);
                         }
                     }
                     _ => current.detail = Arc::from("key directory fetch still under way"),
@@ -205,6 +223,27 @@ impl Signatures {
             }
         }
         self.metrics.signature_check(current.check.as_str());
+    }
+
+    /// Checks `parsed` against `keys`; a verified signature whose nonce was seen before is a
+    /// replay, and invalid.
+    fn settle(&self, parsed: &Parsed, keys: &Keys) -> Signature {
+        let mut signature = parsed.check(keys);
+        let details = &parsed.verifier.get_parsed_label().base.parameters.details;
+        if signature.check == Check::Verified
+            && let (Some(nonce), Some(expires)) = (&details.nonce, details.expires)
+        {
+            let keyid = details.keyid.as_deref().unwrap_or_default();
+            let lifetime =
+                expires.saturating_sub(unix_now()).saturating_add(CLOCK_SKEW).clamp(1, MAX_WINDOW * 2);
+            let key: Arc<str> = Arc::from(format!("{keyid}\n{nonce}"));
+            let entry = self.nonces.entry(key).or_insert(Duration::from_secs(lifetime.unsigned_abs()));
+            if !entry.is_fresh() {
+                signature.check = Check::Invalid;
+                signature.detail = Arc::from("a replay: this key's nonce was used by an earlier request");
+            }
+        }
+        signature
     }
 
     /// Starts fetching `origin`'s directory, unless a budget is spent or another request just
@@ -294,15 +333,28 @@ impl Signatures {
             return Err(invalid(&agent, "the signature does not cover signature-agent"));
         }
         let details = &label.base.parameters.details;
-        if let Some(created) = details.created
-            && created > now + CLOCK_SKEW
-        {
-            return Err(invalid(&agent, &format!("created {} s in the future", created - now)));
+        let (Some(created), Some(expires)) = (details.created, details.expires) else {
+            return Err(invalid(&agent, "the signature needs both created and expires"));
+        };
+        if created > now.saturating_add(CLOCK_SKEW) {
+            return Err(invalid(&agent, &format!("created {} s in the future", created.saturating_sub(now))));
         }
-        if let Some(expires) = details.expires
-            && expires < now - CLOCK_SKEW
-        {
-            return Err(invalid(&agent, &format!("expired {} s ago", now - expires)));
+        if expires < now.saturating_sub(CLOCK_SKEW) {
+            return Err(invalid(&agent, &format!("expired {} s ago", now.saturating_sub(expires))));
+        }
+        if expires <= created {
+            return Err(invalid(&agent, "expires is not after created"));
+        }
+        let window = expires.saturating_sub(created);
+        if window > MAX_WINDOW {
+            return Err(invalid(
+                &agent,
+                &format!("valid for {window} s, longer than the {MAX_WINDOW} s a signature may last"),
+            ));
+        }
+        let age = now.saturating_sub(created);
+        if age > MAX_WINDOW.saturating_add(CLOCK_SKEW) {
+            return Err(invalid(&agent, &format!("created {age} s ago, more than {MAX_WINDOW} s")));
         }
         Ok(Some(Parsed { verifier, origin, agent }))
     }

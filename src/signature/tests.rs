@@ -291,3 +291,55 @@ fn directories_are_kept_by_max_age_within_bounds_and_read_for_ed25519_keys_only(
     assert!(parse_keys(b"<html>").is_err());
     assert!(parse_keys(b"{\"no\": 1}").is_err());
 }
+
+#[test]
+fn signatures_with_bad_windows_are_invalid() {
+    let agent = Agent::new();
+    let signatures = signatures(false);
+    let now = unix_now();
+    for (created, expires, expected) in [
+        // Made long ago to last a century: what a replay kit would carry.
+        (1, 4_102_444_800, "longer than the 3600 s"),
+        (now - 10, 4_102_444_800, "longer than the 3600 s"),
+        (now, now + MAX_WINDOW + 1, "longer than the 3600 s"),
+        (now + 30, now + 10, "expires is not after created"),
+        (now, now, "expires is not after created"),
+    ] {
+        let headers = signed_request(&agent, "/articles/1", created, expires);
+        let request = facts("GET", "example.org", "/articles/1?q=1", &as_pairs(&headers));
+        let signature = check_with(&signatures, &agent, &request).unwrap();
+        assert_eq!(signature.check, Check::Invalid, "{created}..{expires}: {signature:?}");
+        assert!(signature.detail.contains(expected), "{created}..{expires}: {signature:?}");
+    }
+    // The longest window allowed verifies.
+    let headers = signed_request(&agent, "/articles/1", now, now + MAX_WINDOW);
+    let request = facts("GET", "example.org", "/articles/1?q=1", &as_pairs(&headers));
+    assert_eq!(check_with(&signatures, &agent, &request).unwrap().check, Check::Verified);
+}
+
+#[test]
+fn a_signature_with_a_nonce_verifies_once_and_its_replay_is_invalid() {
+    let agent = Agent::new();
+    let signatures = signatures(false);
+    let now = unix_now();
+    let signed = |nonce: &str| {
+        let parameters = format!("{};nonce=\"{nonce}\"", agent.parameters(now, now + 300));
+        let (input, signature) =
+            agent.sign(&[("\"@authority\"", "example.org"), ("\"signature-agent\"", AGENT)], &parameters);
+        vec![
+            ("signature-agent".to_string(), AGENT.to_string()),
+            ("signature-input".to_string(), input),
+            ("signature".to_string(), signature),
+        ]
+    };
+    let first = signed("n-1");
+    let request = facts("GET", "example.org", "/", &as_pairs(&first));
+    assert_eq!(check_with(&signatures, &agent, &request).unwrap().check, Check::Verified);
+    // The same signed request again, as a replay from anywhere: refused.
+    let replay = check_with(&signatures, &agent, &request).unwrap();
+    assert_eq!(replay.check, Check::Invalid, "{replay:?}");
+    assert!(replay.detail.contains("a replay"), "{replay:?}");
+    // A fresh nonce verifies.
+    let request = facts("GET", "example.org", "/", &as_pairs(&signed("n-2")));
+    assert_eq!(check_with(&signatures, &agent, &request).unwrap().check, Check::Verified);
+}
