@@ -66,6 +66,10 @@ pub struct WebBotAuthConfig {
     /// Whether `http://` key directories may be fetched (tests, local mirrors); only `https://`
     /// otherwise, since a directory read in the clear proves nothing.
     pub allow_http: bool,
+    /// Whether key directories may be fetched from loopback, private, link-local and other
+    /// non-public addresses (tests, local mirrors); otherwise such a `Signature-Agent` leads to
+    /// no connection, whatever its spelling or what its name resolves to.
+    pub allow_private: bool,
     /// Longest one directory fetch (connect, answer, body) may take before it counts as failed.
     pub timeout: Duration,
     /// Longest a verdict waits for a directory fetch; past it the verdict goes on with the
@@ -294,6 +298,7 @@ impl Config {
             web_bot_auth: WebBotAuthConfig {
                 enabled: false,
                 allow_http: false,
+                allow_private: false,
                 timeout: Duration::ZERO,
                 verdict_wait: Duration::ZERO,
                 fetches_per_second: 0,

@@ -9,6 +9,7 @@
 pub mod admin;
 pub mod fetch;
 mod listener;
+pub mod public_only;
 pub mod trap;
 pub mod verdict;
 

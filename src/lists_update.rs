@@ -247,6 +247,13 @@ fn write_list(
             Some(Err(message)) => Err(message.clone()),
             None => Err("not fetched".to_string()),
         };
+        // Refused as early as it can be, before the entries are copied and compared.
+        if let Ok(parsed) = &parsed
+            && let Some(reason) = sanity::count(source.format.kind(), parsed.entries.len())
+        {
+            let label = if source.label.is_empty() { "entries" } else { source.label.as_str() };
+            return Err(ListError::Refused { label: label.to_string(), reason });
+        }
         match parsed {
             Ok(parsed) => fetched.push(file::Fetched { source, parsed }),
             Err(message) => {

@@ -151,7 +151,7 @@ impl Signatures {
     /// A checker with the configured budgets. Without TLS (which cannot happen with the built-in
     /// provider) signatures stay pending; that is logged once here.
     pub fn new(config: &WebBotAuthConfig, metrics: Arc<Metrics>) -> Signatures {
-        let fetcher = match Fetcher::new(config.timeout) {
+        let fetcher = match Fetcher::new(config.timeout, config.allow_private) {
             Ok(fetcher) => Some(fetcher),
             Err(error) => {
                 tracing::warn!(%error, "no HTTP client: Web Bot Auth signatures stay pending");

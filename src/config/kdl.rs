@@ -202,8 +202,15 @@ const ADMIN_KEYS: &[&str] = &["listen", "token"];
 const DNS_KEYS: &[&str] = &["servers", "timeout-ms", "verdict-wait-ms", "lookups-per-second", "max-pending"];
 const LISTS_KEYS: &[&str] = &["refresh-hours", "timeout-seconds", "source"];
 const SOURCE_PROPERTIES: &[&str] = &["label", "format", "url"];
-const WEB_BOT_AUTH_KEYS: &[&str] =
-    &["enabled", "allow-http", "timeout-ms", "verdict-wait-ms", "fetches-per-second", "max-pending"];
+const WEB_BOT_AUTH_KEYS: &[&str] = &[
+    "enabled",
+    "allow-http",
+    "allow-private",
+    "timeout-ms",
+    "verdict-wait-ms",
+    "fetches-per-second",
+    "max-pending",
+];
 const CONNECTIONS_KEYS: &[&str] =
     &["header-read-timeout-seconds", "keep-alive-timeout-seconds", "max-connections"];
 
@@ -623,6 +630,7 @@ impl Reader<'_> {
         match node.name().value() {
             "enabled" => self.config.web_bot_auth.enabled = self.boolean(node)?,
             "allow-http" => self.config.web_bot_auth.allow_http = self.boolean(node)?,
+            "allow-private" => self.config.web_bot_auth.allow_private = self.boolean(node)?,
             "timeout-ms" => {
                 self.config.web_bot_auth.timeout =
                     Duration::from_millis(self.integer(node, 1, 60_000)? as u64)

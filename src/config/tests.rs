@@ -260,6 +260,7 @@ fn web_bot_auth_settings_are_read_and_checked() {
         WebBotAuthConfig {
             enabled: true,
             allow_http: false,
+            allow_private: false,
             timeout: Duration::from_secs(2),
             verdict_wait: Duration::from_millis(200),
             fetches_per_second: 5,

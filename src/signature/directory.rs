@@ -18,6 +18,8 @@ use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
 use web_bot_auth::keyring::{KeyRing, Thumbprintable};
 
+use crate::http::public_only::{self, PublicOnly};
+
 /// Where an agent publishes its keys, under its origin.
 pub const WELL_KNOWN_PATH: &str = "/.well-known/http-message-signatures-directory";
 
@@ -50,14 +52,17 @@ pub struct Directory {
 /// The HTTP client for key directories.
 #[derive(Clone)]
 pub struct Fetcher {
-    client: Client<HttpsConnector<HttpConnector>, Empty<Bytes>>,
+    client: Client<HttpsConnector<HttpConnector<PublicOnly>>, Empty<Bytes>>,
     timeout: Duration,
+    allow_private: bool,
 }
 
 impl Fetcher {
-    /// A client whose fetches take at most `timeout` each. Without system root certificates
-    /// HTTPS fetches fail (each saying so) and HTTP ones still work.
-    pub fn new(timeout: Duration) -> Result<Fetcher, String> {
+    /// A client whose fetches take at most `timeout` each and reach public addresses only,
+    /// unless `allow_private` (see [`crate::http::public_only`]): the origin comes from a
+    /// client's header. Without system root certificates HTTPS fetches fail (each saying so) and
+    /// HTTP ones still work.
+    pub fn new(timeout: Duration, allow_private: bool) -> Result<Fetcher, String> {
         let provider = Arc::new(rustls::crypto::ring::default_provider());
         let builder = match hyper_rustls::HttpsConnectorBuilder::new()
             .with_provider_and_native_roots(provider.clone())
@@ -73,9 +78,11 @@ impl Fetcher {
                 hyper_rustls::HttpsConnectorBuilder::new().with_tls_config(config)
             }
         };
-        let connector = builder.https_or_http().enable_http1().build();
+        let mut http = HttpConnector::new_with_resolver(PublicOnly::new(allow_private));
+        http.enforce_http(false);
+        let connector = builder.https_or_http().enable_http1().wrap_connector(http);
         let client = Client::builder(TokioExecutor::new()).build(connector);
-        Ok(Fetcher { client, timeout })
+        Ok(Fetcher { client, timeout, allow_private })
     }
 
     /// The directory of `origin` (`scheme://authority`), or why it could not be had.
@@ -88,6 +95,10 @@ impl Fetcher {
 
     async fn fetch_unbounded(&self, origin: &str) -> Result<Directory, String> {
         let uri: Uri = format!("{origin}{WELL_KNOWN_PATH}").parse().map_err(|_| "not a URL".to_string())?;
+        // Hosts written as addresses are not resolved, so not seen by the resolver's check.
+        if !self.allow_private {
+            public_only::check_literal(uri.host().unwrap_or_default())?;
+        }
         let request = Request::get(uri)
             .header(header::USER_AGENT, USER_AGENT)
             .header(header::ACCEPT, "application/http-message-signatures-directory+json, application/json")

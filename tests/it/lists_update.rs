@@ -514,5 +514,6 @@ fn a_ten_megabyte_token_list_is_refused_within_a_stated_memory_bound() {
     assert!(stdout.contains("ai-crawlers.txt: kept the current file: entries: refused: "), "{stdout}");
     assert_eq!(read(lists.path(), "ai-crawlers.txt"), before);
     // The bound README states: the body (16 MiB at most), its keys, and the binary itself.
-    assert!(peak < 256 << 20, "lists update peaked at {} MiB", peak >> 20);
+    eprintln!("lists update peaked at {} MiB", peak >> 20);
+    assert!(peak < 160 << 20, "lists update peaked at {} MiB", peak >> 20);
 }

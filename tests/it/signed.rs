@@ -59,9 +59,11 @@ impl Agent {
         let now = SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).unwrap().as_secs() as i64;
         let (created, expires) = (now - age, now - age + valid);
         let agent = format!("\"{agent_url}\"");
+        // A fresh nonce per request, as agents sign: a nonce verifies once.
+        let nonce = format!("{:016x}", rand::random::<u64>());
         let params = format!(
             "(\"@authority\" \"@method\" \"@path\" \"signature-agent\");created={created};expires={expires};\
-             keyid=\"{}\";alg=\"ed25519\";nonce=\"n0nce\";tag=\"web-bot-auth\"",
+             keyid=\"{}\";alg=\"ed25519\";nonce=\"{nonce}\";tag=\"web-bot-auth\"",
             self.keyid
         );
         let base = format!(
@@ -105,8 +107,9 @@ async fn directory_server(body: String) -> (SocketAddr, Arc<AtomicUsize>) {
 
 fn start(dir: &std::path::Path, extra: &str) -> Server {
     let rules = write_file(dir, "rules.lua", RULES);
-    let config =
-        format!("rules {{ script \"{rules}\"; }}\nweb-bot-auth {{\n    allow-http #true\n{extra}\n}}\n");
+    let config = format!(
+        "rules {{ script \"{rules}\"; }}\nweb-bot-auth {{\n    allow-http #true\n    allow-private #true\n{extra}\n}}\n"
+    );
     let path = write_file(dir, "quagmire.kdl", &config);
     Server::start(&["--config", &path])
 }
@@ -198,7 +201,8 @@ async fn explain_shows_the_signature() {
     let agent = Agent::new();
     let (address, _) = directory_server(agent.directory()).await;
     let dir = tempfile::tempdir().unwrap();
-    let config = write_file(dir.path(), "quagmire.kdl", "web-bot-auth { allow-http #true; }\n");
+    let config =
+        write_file(dir.path(), "quagmire.kdl", "web-bot-auth { allow-http #true; allow-private #true; }\n");
     let mut args: Vec<String> =
         ["explain", "--config", &config, "--host", "site.example", "--uri", "/a"].map(String::from).to_vec();
     for (name, value) in agent.sign(&format!("http://{address}"), "/a", 5, 300) {
@@ -219,4 +223,62 @@ async fn explain_shows_the_signature() {
         "{stdout}\n{}",
         String::from_utf8_lossy(&output.stderr)
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_signature_agent_naming_loopback_in_any_spelling_causes_no_connection() {
+    let agent = Agent::new();
+    // A listener on loopback that counts every connection made to it, on IPv4 and (where the
+    // machine has it) on IPv6 at the same port.
+    let connections = Arc::new(AtomicUsize::new(0));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let mut listeners = vec![listener];
+    if let Ok(v6) = tokio::net::TcpListener::bind(("::1", port)).await {
+        listeners.push(v6);
+    }
+    for listener in listeners {
+        let connections = connections.clone();
+        tokio::spawn(async move {
+            while let Ok((_socket, _)) = listener.accept().await {
+                connections.fetch_add(1, Ordering::SeqCst);
+            }
+        });
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let rules = write_file(dir.path(), "rules.lua", RULES);
+    // http:// allowed (so only the address check stands in the way), private addresses not;
+    // an admin listener, which a forged agent must not reach either.
+    let config = write_file(
+        dir.path(),
+        "quagmire.kdl",
+        &format!(
+            "rules {{ script \"{rules}\"; }}\nadmin {{ listen \"127.0.0.1:0\"; }}\nweb-bot-auth {{\n    allow-http #true\n    verdict-wait-ms 500\n    fetches-per-second 100\n    max-pending 100\n}}\n"
+        ),
+    );
+    let server = Server::start(&["--config", &config]);
+    let admin_port = server.admin.expect("an admin listener").port();
+    let mut agents: Vec<String> = [
+        "localhost",
+        "127.0.0.1",
+        "2130706433",
+        "0x7f.0.0.1",
+        "127.1",
+        "[::1]",
+        "[::ffff:127.0.0.1]",
+        "[::ffff:7f00:1]",
+    ]
+    .iter()
+    .flat_map(|host| [format!("http://{host}:{port}"), format!("https://{host}:{port}")])
+    .collect();
+    agents.push(format!("http://127.0.0.1:{admin_port}"));
+    agents.push(format!("http://localhost:{admin_port}"));
+    for agent_url in &agents {
+        let (status, rule, _) = ask(&server, "/", &agent.sign(agent_url, "/", 5, 300)).await;
+        assert_eq!((status, rule.as_str()), (200, "pending"), "{agent_url}");
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(connections.load(Ordering::SeqCst), 0, "a forged Signature-Agent reached loopback");
+    let log = server.new_log_lines().join("\n");
+    assert!(!log.contains("panicked"), "{log}");
 }
