@@ -486,11 +486,27 @@ impl Record {
         })
     }
 
-    /// Keeps the store's answer to the update in flight; true when more is unsent and the
-    /// record is not queued.
-    fn apply(&self, view: View) -> bool {
+    /// Keeps the store's answer to the update in flight, merged with what this replica already
+    /// knew; true when more is unsent and the record is not queued.
+    ///
+    /// The store's answer includes every replica's hits, so it is never below this replica's
+    /// last view (decayed) plus what it just sent, unless the store lost its data (FLUSHALL, a
+    /// restart without persistence, eviction). Then the larger of the two is kept, so that a
+    /// store's loss never releases a client a replica had trapped.
+    fn apply(&self, mut view: View, config: &ClientStateConfig) -> bool {
         let mut inner = self.inner.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
         let shared = inner.shared.get_or_insert_with(Box::default);
+        if let Some(previous) = shared.view {
+            let sent = shared.in_flight.unwrap_or_default();
+            let elapsed = view.at.saturating_duration_since(previous.at).as_secs_f64();
+            let known_score = previous.trap_score * (-elapsed * ln2_over(config.trap_half_life)).exp()
+                + f64::from(sent.hits);
+            let known_rate = previous.request_rate * (-elapsed * ln2_over(RATE_HALF_LIFE)).exp()
+                + f64::from(sent.requests);
+            view.trap_score = view.trap_score.max(known_score);
+            view.request_rate = view.request_rate.max(known_rate);
+            view.trap_hits = view.trap_hits.max(previous.trap_hits + u64::from(sent.hits));
+        }
         shared.view = Some(view);
         shared.in_flight = None;
         !shared.queued && (shared.unsent.requests > 0 || shared.unsent.hits > 0)
@@ -680,12 +696,47 @@ mod tests {
             rate_limited: true,
             at: Instant::now(),
         };
-        assert!(record.apply(view) || record.inner.lock().unwrap().shared.as_ref().unwrap().queued);
+        assert!(
+            record.apply(view, &states.config)
+                || record.inner.lock().unwrap().shared.as_ref().unwrap().queued
+        );
         let shared = states.history(client);
         assert_eq!(shared.trap_hits, 41, "the view and the hit sent since");
         assert!(shared.trap_score > 30.9 && shared.trap_score <= 31.0, "{shared:?}");
         assert!(shared.request_rate > 90.9 && shared.request_rate <= 91.0, "{shared:?}");
         assert!(observe(&states, "192.0.2.1").rate_limited, "over the quota across replicas");
+    }
+
+    #[test]
+    fn a_store_that_lost_its_data_does_not_release_what_a_replica_knew() {
+        let states = shared_states();
+        let client = key("192.0.2.3");
+        states.record_trap_hit(client);
+        let record = states.cache.get(&client).unwrap();
+        let batch = record.take_unsent(false).unwrap();
+        let trapped = View {
+            trap_hits: 20,
+            trap_score: 19.5,
+            request_rate: 30.0,
+            rate_limited: false,
+            at: Instant::now(),
+        };
+        record.apply(trapped, &states.config);
+        record.restore(batch.delta, false);
+        // The store is flushed; the next update's answer holds only what was just sent.
+        states.record_trap_hit(client);
+        let _ = record.take_unsent(false).unwrap();
+        let flushed = View {
+            trap_hits: 1,
+            trap_score: 1.0,
+            request_rate: 1.0,
+            rate_limited: false,
+            at: Instant::now(),
+        };
+        record.apply(flushed, &states.config);
+        let history = states.history(client);
+        assert_eq!(history.trap_hits, 21, "{history:?}");
+        assert!(history.trap_score > 20.0, "released by the store's loss: {history:?}");
     }
 
     #[test]

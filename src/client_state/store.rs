@@ -118,6 +118,11 @@ const REFRESHES: usize = 1024;
 /// Connecting and answering, per command: beyond this the store counts as failing.
 const COMMAND_TIMEOUT: Duration = Duration::from_secs(1);
 
+/// Lines about the store's health changing, at most, per [`HEALTH_LOG_WINDOW`]: a store that
+/// flaps (answering some commands, refusing others) must not flood the log.
+const HEALTH_LINES: u32 = 4;
+const HEALTH_LOG_WINDOW: Duration = Duration::from_secs(60);
+
 /// The store's health, as last seen.
 const UNKNOWN: u8 = 0;
 const UP: u8 = 1;
@@ -137,8 +142,33 @@ pub struct Store {
     queued: Mutex<Option<(mpsc::Receiver<ClientKey>, mpsc::Receiver<ClientKey>)>>,
     wake: Notify,
     health: AtomicU8,
+    health_log: Mutex<HealthLog>,
     refreshes: Arc<Semaphore>,
     metrics: Arc<Metrics>,
+}
+
+/// The lines logged about the store's health in the current window, and those left out.
+#[derive(Default)]
+struct HealthLog {
+    window_start: Option<Instant>,
+    lines: u32,
+    left_out: u64,
+}
+
+impl HealthLog {
+    /// Whether a line may be logged now; if so, how many were left out before it.
+    fn admit(&mut self, now: Instant) -> Option<u64> {
+        if self.window_start.is_none_or(|start| now.duration_since(start) >= HEALTH_LOG_WINDOW) {
+            self.window_start = Some(now);
+            self.lines = 0;
+        }
+        if self.lines >= HEALTH_LINES {
+            self.left_out += 1;
+            return None;
+        }
+        self.lines += 1;
+        Some(std::mem::take(&mut self.left_out))
+    }
 }
 
 /// A single server (reconnecting by itself) or a cluster (following its slots).
@@ -192,6 +222,7 @@ impl Store {
             queued: Mutex::new(Some((queued, urgent))),
             wake: Notify::new(),
             health: AtomicU8::new(UNKNOWN),
+            health_log: Mutex::new(HealthLog::default()),
             refreshes: Arc::new(Semaphore::new(REFRESHES)),
             metrics,
         }
@@ -319,7 +350,7 @@ impl Store {
             Ok(view) => {
                 self.succeeded();
                 let hits = batch.delta.hits;
-                if record.apply(view) {
+                if record.apply(view, &self.client) {
                     self.enqueue_again(key, record);
                 }
                 if hits > 0 {
@@ -366,9 +397,9 @@ impl Store {
         };
         let mut connection = connection.clone();
         let result = self.read_trapped(&mut connection, threshold).await;
-        match &result {
-            Ok(_) => self.succeeded(),
-            Err(error) => self.failed("trapped_read", error),
+        // A read that worked says nothing of writes: only updates mark the store up.
+        if let Err(error) = &result {
+            self.failed("trapped_read", error);
         }
         let (mut clients, over) = result?;
         clients.truncate(limit);
@@ -428,11 +459,11 @@ impl Store {
         };
         let result: Result<String, RedisError> =
             redis::cmd("PING").query_async(&mut connection.clone()).await;
+        // An answer to PING only says it is worth trying the updates: a store out of memory, a
+        // read-only replica after a failover or one refusing writes (MISCONF) answers PING too.
+        // Only a successful update marks the store up.
         match result {
-            Ok(_) => {
-                self.succeeded();
-                true
-            }
+            Ok(_) => true,
             Err(error) => {
                 self.failed("ping", &error);
                 false
@@ -440,14 +471,16 @@ impl Store {
         }
     }
 
+    /// An update went through: the store is up.
     fn succeeded(&self) {
         let before = self.health.swap(UP, Ordering::Relaxed);
         if before != UP {
             self.metrics.store_up(true);
+            let Some(left_out) = self.admit_health_line() else { return };
             if before == DOWN {
-                tracing::info!(store = %self.config.describe(), "the client store answers again; sharing resumed");
+                tracing::info!(store = %self.config.describe(), left_out, "the client store answers again; sharing resumed");
             } else {
-                tracing::info!(store = %self.config.describe(), "connected to the client store");
+                tracing::info!(store = %self.config.describe(), left_out, "connected to the client store");
             }
         }
     }
@@ -457,12 +490,20 @@ impl Store {
         let before = self.health.swap(DOWN, Ordering::Relaxed);
         if before != DOWN {
             self.metrics.store_up(false);
+            let Some(left_out) = self.admit_health_line() else { return };
             tracing::warn!(
                 store = %self.config.describe(),
                 %error,
+                left_out,
                 "the client store is not answering; verdicts use this replica's own records until it does"
             );
         }
+    }
+
+    /// Whether a line about a change of health may be logged now (see [`HEALTH_LINES`]), and how
+    /// many changes went unlogged before it.
+    fn admit_health_line(&self) -> Option<u64> {
+        self.health_log.lock().unwrap_or_else(std::sync::PoisonError::into_inner).admit(Instant::now())
     }
 
     fn connect(&self) -> Result<Connection, RedisError> {

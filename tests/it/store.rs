@@ -429,3 +429,66 @@ fn check_points_at_a_store_url_it_cannot_use() {
     let output = quagmire().args(["check", "--config", &path]).output().unwrap();
     assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
 }
+
+#[tokio::test]
+async fn losing_the_stores_data_does_not_release_a_trapped_client() {
+    let Some(redis) = Redis::start() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let store = [redis.url()];
+    let a = replica(dir.path(), "a", &store, PATIENT);
+    let b = replica(dir.path(), "b", &store, PATIENT);
+    walk_trap(&a, "198.51.100.70", 20).await;
+    assert!(
+        eventually(Duration::from_secs(5), || async { page_view(&b, "198.51.100.70").await.0 == 403 }).await,
+        "B never saw A's hits"
+    );
+    // The store loses everything (FLUSHALL; a restart without persistence is the same).
+    assert_eq!(cli(redis.port, &["FLUSHALL"]), "OK");
+    // Both replicas keep syncing (each page view sends a request) for a few seconds: neither
+    // replaces what it knew with the store's empty record.
+    let until = Instant::now() + Duration::from_secs(3);
+    while Instant::now() < until {
+        assert_eq!(page_view(&a, "198.51.100.70").await.0, 403, "A released the client");
+        assert_eq!(page_view(&b, "198.51.100.70").await.0, 403, "B released the client");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+#[tokio::test]
+async fn a_store_that_answers_ping_but_refuses_writes_is_down_and_says_so_a_bounded_number_of_times() {
+    let Some(redis) = Redis::start() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let a = replica(dir.path(), "a", &[redis.url()], PATIENT);
+    assert_eq!(page_view(&a, "203.0.113.200").await.0, 200);
+    assert!(
+        eventually(Duration::from_secs(5), || async { metrics(&a).await.contains("quagmire_store_up 1") })
+            .await
+    );
+    // Out of memory with nothing to evict: PING answers, every update is refused.
+    assert_eq!(cli(redis.port, &["CONFIG", "SET", "maxmemory-policy", "noeviction"]), "OK");
+    assert_eq!(cli(redis.port, &["CONFIG", "SET", "maxmemory", "1"]), "OK");
+    let _ = a.new_log_lines();
+    for host in 201..221 {
+        page_view(&a, &format!("203.0.113.{host}")).await;
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    // Then idle for a few sync rounds.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let text = metrics(&a).await;
+    assert!(text.contains("quagmire_store_up 0"), "{text}");
+    let lines: Vec<String> =
+        a.new_log_lines().into_iter().filter(|line| line.contains("client store")).collect();
+    assert!(!lines.is_empty() && lines.len() <= 2, "{lines:#?}");
+    assert!(lines.iter().all(|line| !line.contains("answers again")), "it flapped: {lines:#?}");
+
+    // Writes allowed again: the next updates bring it back.
+    assert_eq!(cli(redis.port, &["CONFIG", "SET", "maxmemory", "0"]), "OK");
+    page_view(&a, "203.0.113.230").await;
+    assert!(
+        eventually(Duration::from_secs(5), || async {
+            page_view(&a, "203.0.113.231").await;
+            metrics(&a).await.contains("quagmire_store_up 1")
+        })
+        .await
+    );
+}
