@@ -12,24 +12,21 @@
 //! most `lookups-per-second` verifications a second; the rest stay pending.
 
 use std::net::IpAddr;
-use std::num::NonZeroU32;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use governor::{DefaultDirectRateLimiter, Quota, RateLimiter};
 use hickory_resolver::TokioResolver;
 use hickory_resolver::config::{
     ConnectionConfig, LookupIpStrategy, NameServerConfig, ResolveHosts, ResolverConfig,
 };
 use hickory_resolver::net::runtime::TokioRuntimeProvider;
 use hickory_resolver::proto::rr::RData;
-use moka::sync::Cache;
 use tokio::sync::watch;
 
 use crate::config::DnsConfig;
 use crate::metrics::Metrics;
 use crate::rules::lists::{DomainList, List, NetworkList, is_under};
+use crate::single_flight::{Entry, Settings, SingleFlight};
 
 /// How a claim was checked.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -100,6 +97,16 @@ impl Answer {
         }
     }
 
+    /// How long the answer is kept: a verified crawler keeps its address for hours; a refusal
+    /// long enough that an impostor costs one verification an hour; no answer is retried soon.
+    fn keep_for(&self) -> Duration {
+        match self {
+            Answer::Verified(_) => VERIFIED_FOR,
+            Answer::Refused(_) => REFUSED_FOR,
+            Answer::Unknown(_) => UNKNOWN_FOR,
+        }
+    }
+
     fn metric(&self) -> &'static str {
         match self {
             Answer::Verified(_) => "verified",
@@ -119,45 +126,11 @@ const MAX_NAMES: usize = 4;
 /// Cached (address, crawler) answers, at most.
 const CACHE_CAPACITY: u64 = 100_000;
 
-#[derive(Clone)]
-enum Entry {
-    /// A verification is under way; its answer arrives on the channel.
-    InFlight(watch::Receiver<Option<Answer>>),
-    Done(Answer),
-}
-
-struct EntryExpiry {
-    in_flight_for: Duration,
-}
-
-impl moka::Expiry<(IpAddr, Arc<str>), Entry> for EntryExpiry {
-    fn expire_after_create(&self, _: &(IpAddr, Arc<str>), entry: &Entry, _: Instant) -> Option<Duration> {
-        Some(match entry {
-            Entry::InFlight(_) => self.in_flight_for,
-            Entry::Done(Answer::Verified(_)) => VERIFIED_FOR,
-            Entry::Done(Answer::Refused(_)) => REFUSED_FOR,
-            Entry::Done(Answer::Unknown(_)) => UNKNOWN_FOR,
-        })
-    }
-
-    fn expire_after_update(
-        &self,
-        key: &(IpAddr, Arc<str>),
-        entry: &Entry,
-        now: Instant,
-        _: Option<Duration>,
-    ) -> Option<Duration> {
-        self.expire_after_create(key, entry, now)
-    }
-}
-
 /// Checks crawler claims; shared by every verdict.
 pub struct Crawlers {
     resolver: Option<TokioResolver>,
-    cache: Cache<(IpAddr, Arc<str>), Entry>,
-    limiter: DefaultDirectRateLimiter,
-    in_flight: Arc<AtomicUsize>,
-    max_in_flight: usize,
+    /// Verifications per (address, crawler), one at a time, within the budgets.
+    flights: SingleFlight<(IpAddr, Arc<str>), Answer>,
     timeout: Duration,
     verdict_wait: Duration,
     metrics: Arc<Metrics>,
@@ -179,16 +152,18 @@ impl Crawlers {
                 None
             }
         };
-        let per_second = NonZeroU32::new(config.lookups_per_second).unwrap_or(NonZeroU32::MIN);
         Crawlers {
             resolver,
-            cache: Cache::builder()
-                .max_capacity(CACHE_CAPACITY)
-                .expire_after(EntryExpiry { in_flight_for: config.timeout + Duration::from_secs(1) })
-                .build(),
-            limiter: RateLimiter::direct(Quota::per_second(per_second)),
-            in_flight: Arc::new(AtomicUsize::new(0)),
-            max_in_flight: config.max_pending.max(1),
+            flights: SingleFlight::new(Settings {
+                capacity: CACHE_CAPACITY,
+                timeout: config.timeout,
+                done_for: Answer::keep_for,
+                per_second: config.lookups_per_second,
+                in_flight: config.max_pending,
+                // No address is favoured: every claim costs the same.
+                reserved_per_second: 1,
+                reserved_in_flight: 1,
+            }),
             timeout: config.timeout,
             verdict_wait: config.verdict_wait,
             metrics,
@@ -237,7 +212,7 @@ impl Crawlers {
         if !has_domains {
             return claim(Check::Failed, "outside the published ranges, and no DNS domain to verify by");
         }
-        match self.cache.get(&(address, Arc::from(crawler))) {
+        match self.flights.get(&(address, Arc::from(crawler))) {
             Some(Entry::Done(answer)) => {
                 Claim { crawler: crawler.to_string(), check: answer.check(), detail: answer.detail() }
             }
@@ -264,7 +239,7 @@ impl Crawlers {
             && let Some(List::Domains(domains)) = domains
         {
             let key = (address, Arc::<str>::from(claim.crawler.as_str()));
-            let receiver = match self.cache.get(&key) {
+            let receiver = match self.flights.get(&key) {
                 Some(Entry::Done(answer)) => {
                     set(claim, &answer);
                     None
@@ -295,43 +270,21 @@ impl Crawlers {
         address: IpAddr,
     ) -> Option<watch::Receiver<Option<Answer>>> {
         let resolver = self.resolver.clone()?;
-        let mut started = None;
-        let entry = self.cache.entry(key.clone()).or_optionally_insert_with(|| {
-            if self.in_flight.load(Ordering::Relaxed) >= self.max_in_flight || self.limiter.check().is_err() {
-                return None;
-            }
-            let (sender, receiver) = watch::channel(None);
-            started = Some(sender);
-            Some(Entry::InFlight(receiver))
+        let (metrics, timeout) = (self.metrics.clone(), self.timeout);
+        let receiver = self.flights.start(key, false, move || async move {
+            let answer = match tokio::time::timeout(timeout, verify(&resolver, address, &domains)).await {
+                Ok(answer) => answer,
+                Err(_) => {
+                    Answer::Unknown(Arc::from(format!("no DNS answer within {} ms", timeout.as_millis())))
+                }
+            };
+            metrics.dns_verification(answer.metric());
+            answer
         });
-        let Some(entry) = entry else {
+        if receiver.is_none() {
             self.metrics.dns_verification("over_budget");
-            return None;
-        };
-        if let Some(sender) = started {
-            self.in_flight.fetch_add(1, Ordering::Relaxed);
-            let (cache, in_flight, metrics, timeout) =
-                (self.cache.clone(), self.in_flight.clone(), self.metrics.clone(), self.timeout);
-            tokio::spawn(async move {
-                let answer = match tokio::time::timeout(timeout, verify(&resolver, address, &domains)).await {
-                    Ok(answer) => answer,
-                    Err(_) => {
-                        Answer::Unknown(Arc::from(format!("no DNS answer within {} ms", timeout.as_millis())))
-                    }
-                };
-                metrics.dns_verification(answer.metric());
-                cache.insert(key, Entry::Done(answer.clone()));
-                let _ = sender.send(Some(answer));
-                in_flight.fetch_sub(1, Ordering::Relaxed);
-            });
         }
-        match entry.into_value() {
-            Entry::InFlight(receiver) => Some(receiver),
-            Entry::Done(answer) => {
-                let (_, receiver) = watch::channel(Some(answer));
-                Some(receiver)
-            }
-        }
+        receiver
     }
 }
 
@@ -482,7 +435,7 @@ mod tests {
         let crawlers = Crawlers::new(&config, Arc::new(Metrics::new()));
         let address: IpAddr = "203.0.113.5".parse().unwrap();
         let mut claim = crawlers.claim(None, Some(&domains), GOOGLEBOT, address).unwrap();
-        let started = Instant::now();
+        let started = std::time::Instant::now();
         crawlers.verify(&mut claim, Some(&domains), address).await;
         assert!(started.elapsed() < Duration::from_millis(500), "{:?}", started.elapsed());
         assert_eq!(claim.check, Check::Pending);

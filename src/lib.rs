@@ -34,6 +34,7 @@ pub mod replay;
 pub mod rules;
 pub mod secret;
 pub mod signature;
+pub mod single_flight;
 pub mod snippets;
 pub mod trap_url;
 pub mod user_agent;

@@ -23,9 +23,12 @@ use std::time::{Duration, SystemTime};
 use tokio::sync::Notify;
 
 use crate::app::App;
-use crate::http::fetch::Fetcher;
+use crate::http::fetch::{Fetcher, LIST_REDIRECTS, Options};
 use crate::rules::{DEFAULT_LISTS, RulesError};
 pub use formats::{Format, Kind};
+
+/// The User-Agent of `lists update`'s requests.
+const USER_AGENT: &str = concat!("quagmire/", env!("CARGO_PKG_VERSION"), " (lists update)");
 
 /// Most bytes read from one source. The largest published file (Google's special crawlers) is
 /// tens of kilobytes; a body this large is not a list.
@@ -175,17 +178,23 @@ pub async fn update(folder: &Path, config: &ListsConfig) -> Vec<ListReport> {
     let mut urls: Vec<&str> = config.sources.iter().map(|source| source.url.as_str()).collect();
     urls.sort_unstable();
     urls.dedup();
-    let bodies: HashMap<String, Result<bytes::Bytes, String>> =
-        match Fetcher::new(config.timeout, MAX_SOURCE_BYTES) {
-            Ok(fetcher) => {
-                let fetches = urls.iter().map(|url| {
-                    let fetcher = fetcher.clone();
-                    async move { (url.to_string(), fetcher.get(url).await) }
-                });
-                futures_util::future::join_all(fetches).await.into_iter().collect()
-            }
-            Err(error) => urls.iter().map(|url| (url.to_string(), Err(error.clone()))).collect(),
-        };
+    let bodies: HashMap<String, Result<bytes::Bytes, String>> = match Fetcher::new(Options {
+        timeout: config.timeout,
+        max_bytes: MAX_SOURCE_BYTES,
+        redirects: LIST_REDIRECTS,
+        // The sources are the operator's own URLs, a mirror on the local network among them.
+        public_only: false,
+        user_agent: USER_AGENT,
+    }) {
+        Ok(fetcher) => {
+            let fetches = urls.iter().map(|url| {
+                let fetcher = fetcher.clone();
+                async move { (url.to_string(), fetcher.get(url).await) }
+            });
+            futures_util::future::join_all(fetches).await.into_iter().collect()
+        }
+        Err(error) => urls.iter().map(|url| (url.to_string(), Err(error.clone()))).collect(),
+    };
     let folder = folder.to_path_buf();
     let sources = config.sources.clone();
     let written = tokio::task::spawn_blocking(move || write_lists(&folder, &sources, &bodies)).await;

@@ -18,13 +18,10 @@
 
 pub mod directory;
 
-use std::num::NonZeroU32;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant, SystemTime};
 
 use axum::http::Uri;
-use governor::{DefaultDirectRateLimiter, Quota, RateLimiter};
 use moka::sync::Cache;
 use sfv::SerializeValue;
 use tokio::sync::watch;
@@ -37,6 +34,7 @@ use crate::client::HeaderLines;
 use crate::config::WebBotAuthConfig;
 use crate::facts::Facts;
 use crate::metrics::Metrics;
+use crate::single_flight::{Entry, Settings, SingleFlight};
 
 /// What checking a signed request found.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -84,6 +82,11 @@ pub const MAX_WINDOW: i64 = 3600;
 const NONCE_CAPACITY: u64 = 100_000;
 /// How long a failed directory fetch is remembered before it is tried again.
 const FAILED_FOR: Duration = Duration::from_secs(60);
+/// The share of the fetch budgets (a quarter) kept, on top of them, for agents whose directory
+/// was fetched before.
+const RESERVED_SHARE: u32 = 4;
+/// How long an agent whose directory was fetched counts as known.
+const KNOWN_FOR: Duration = Duration::from_secs(7 * 24 * 3600);
 /// Cached directories (one per agent origin), at most.
 const CACHE_CAPACITY: u64 = 10_000;
 
@@ -94,34 +97,14 @@ enum Keys {
     Failed(Arc<str>),
 }
 
-#[derive(Clone)]
-enum Entry {
-    /// A fetch is under way; its answer arrives on the channel.
-    InFlight(watch::Receiver<Option<Keys>>),
-    Done(Keys),
-}
-
-struct EntryExpiry {
-    in_flight_for: Duration,
-}
-
-impl moka::Expiry<Arc<str>, Entry> for EntryExpiry {
-    fn expire_after_create(&self, _: &Arc<str>, entry: &Entry, _: Instant) -> Option<Duration> {
-        Some(match entry {
-            Entry::InFlight(_) => self.in_flight_for,
-            Entry::Done(Keys::Found(directory)) => directory.keep,
-            Entry::Done(Keys::Failed(_)) => FAILED_FOR,
-        })
-    }
-
-    fn expire_after_update(
-        &self,
-        key: &Arc<str>,
-        entry: &Entry,
-        now: Instant,
-        _: Option<Duration>,
-    ) -> Option<Duration> {
-        self.expire_after_create(key, entry, now)
+impl Keys {
+    /// How long the answer is kept: the directory's own `max-age` (within bounds), a failure
+    /// for a minute.
+    fn keep_for(&self) -> Duration {
+        match self {
+            Keys::Found(directory) => directory.keep,
+            Keys::Failed(_) => FAILED_FOR,
+        }
     }
 }
 
@@ -138,12 +121,15 @@ impl moka::Expiry<Arc<str>, Duration> for NonceExpiry {
 pub struct Signatures {
     config: WebBotAuthConfig,
     fetcher: Option<Fetcher>,
-    cache: Cache<Arc<str>, Entry>,
+    /// Directory fetches per origin, one at a time, within the budgets; origins in `known` use
+    /// a reserve first.
+    flights: SingleFlight<Arc<str>, Keys>,
+    /// Origins whose directory was fetched before: a spray of forged agents, which anyone can
+    /// mint, cannot keep them from their next fetch.
+    known: Cache<Arc<str>, ()>,
     /// `keyid` and `nonce` of the signatures verified, until they expire: a second request with
     /// the same pair is a replay.
     nonces: Cache<Arc<str>, Duration>,
-    limiter: DefaultDirectRateLimiter,
-    in_flight: Arc<AtomicUsize>,
     metrics: Arc<Metrics>,
 }
 
@@ -158,17 +144,20 @@ impl Signatures {
                 None
             }
         };
-        let per_second = NonZeroU32::new(config.fetches_per_second).unwrap_or(NonZeroU32::MIN);
         Signatures {
             config: config.clone(),
             fetcher,
-            cache: Cache::builder()
-                .max_capacity(CACHE_CAPACITY)
-                .expire_after(EntryExpiry { in_flight_for: config.timeout + Duration::from_secs(1) })
-                .build(),
+            flights: SingleFlight::new(Settings {
+                capacity: CACHE_CAPACITY,
+                timeout: config.timeout,
+                done_for: Keys::keep_for,
+                per_second: config.fetches_per_second,
+                in_flight: config.max_pending,
+                reserved_per_second: (config.fetches_per_second / RESERVED_SHARE).max(1),
+                reserved_in_flight: (config.max_pending / RESERVED_SHARE as usize).max(1),
+            }),
+            known: Cache::builder().max_capacity(CACHE_CAPACITY).time_to_live(KNOWN_FOR).build(),
             nonces: Cache::builder().max_capacity(NONCE_CAPACITY).expire_after(NonceExpiry).build(),
-            limiter: RateLimiter::direct(Quota::per_second(per_second)),
-            in_flight: Arc::new(AtomicUsize::new(0)),
             metrics,
         }
     }
@@ -184,7 +173,7 @@ impl Signatures {
             Ok(parsed) => parsed?,
             Err(invalid) => return Some(invalid),
         };
-        Some(match self.cache.get(parsed.origin.as_str()) {
+        Some(match self.flights.get(&Arc::from(parsed.origin.as_str())) {
             Some(Entry::Done(keys)) => self.settle(&parsed, &keys),
             Some(Entry::InFlight(_)) => parsed.pending("key directory fetch under way"),
             None => parsed.pending("key directory not fetched yet"),
@@ -203,7 +192,7 @@ impl Signatures {
         if current.check == Check::Pending
             && let Ok(Some(parsed)) = self.parse(facts, unix_now())
         {
-            let receiver = match self.cache.get(parsed.origin.as_str()) {
+            let receiver = match self.flights.get(&Arc::from(parsed.origin.as_str())) {
                 Some(Entry::Done(keys)) => {
                     *current = self.settle(&parsed, &keys);
                     None
@@ -247,46 +236,30 @@ impl Signatures {
     }
 
     /// Starts fetching `origin`'s directory, unless a budget is spent or another request just
-    /// started it.
+    /// started it. An origin fetched before uses the reserved budget first.
     fn start(&self, origin: Arc<str>) -> Option<watch::Receiver<Option<Keys>>> {
         let fetcher = self.fetcher.clone()?;
-        let mut started = None;
-        let entry = self.cache.entry(origin.clone()).or_optionally_insert_with(|| {
-            if self.in_flight.load(Ordering::Relaxed) >= self.config.max_pending.max(1)
-                || self.limiter.check().is_err()
-            {
-                return None;
-            }
-            let (sender, receiver) = watch::channel(None);
-            started = Some(sender);
-            Some(Entry::InFlight(receiver))
+        let favoured = self.known.contains_key(&origin);
+        let (metrics, known) = (self.metrics.clone(), self.known.clone());
+        let key = origin.clone();
+        let receiver = self.flights.start(key, favoured, move || async move {
+            let keys = match fetcher.fetch(&origin).await {
+                Ok(directory) => {
+                    known.insert(origin.clone(), ());
+                    Keys::Found(directory)
+                }
+                Err(why) => {
+                    tracing::debug!(origin = %crate::log_field::head(&origin, 256), %why, "key directory fetch failed");
+                    Keys::Failed(Arc::from(format!("key directory: {why}")))
+                }
+            };
+            metrics.key_directory_fetch(if matches!(keys, Keys::Found(_)) { "ok" } else { "failed" });
+            keys
         });
-        let Some(entry) = entry else {
+        if receiver.is_none() {
             self.metrics.key_directory_fetch("over_budget");
-            return None;
-        };
-        if let Some(sender) = started {
-            self.in_flight.fetch_add(1, Ordering::Relaxed);
-            let (cache, in_flight, metrics) =
-                (self.cache.clone(), self.in_flight.clone(), self.metrics.clone());
-            tokio::spawn(async move {
-                let keys = match fetcher.fetch(&origin).await {
-                    Ok(directory) => Keys::Found(directory),
-                    Err(why) => {
-                        tracing::debug!(%origin, %why, "key directory fetch failed");
-                        Keys::Failed(Arc::from(format!("key directory: {why}")))
-                    }
-                };
-                metrics.key_directory_fetch(if matches!(keys, Keys::Found(_)) { "ok" } else { "failed" });
-                cache.insert(origin, Entry::Done(keys.clone()));
-                let _ = sender.send(Some(keys));
-                in_flight.fetch_sub(1, Ordering::Relaxed);
-            });
         }
-        match entry.into_value() {
-            Entry::InFlight(receiver) => Some(receiver),
-            Entry::Done(keys) => Some(watch::channel(Some(keys)).1),
-        }
+        receiver
     }
 
     /// The request's Web Bot Auth signature, ready to verify: `Ok(None)` when it has no

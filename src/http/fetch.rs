@@ -1,9 +1,12 @@
-//! The outgoing HTTP client: fetching a published list (a crawler's IP ranges, ai.robots.txt's
-//! robots.json) over HTTPS or HTTP, bounded in time and size. `lists_update` uses it; it is the
-//! one place quagmire makes requests of its own.
+//! The outgoing HTTP client, the one place quagmire makes requests of its own: fetching a
+//! published list (a crawler's IP ranges, ai.robots.txt's robots.json) for `lists_update`, and a
+//! Web Bot Auth key directory for `signature`. Every fetch is bounded in time and size.
 //!
-//! TLS is rustls on ring with the system's root certificates. Redirects are followed (a few
-//! hops). Proxies are not used: a site that must go through one points the sources at a mirror.
+//! TLS is rustls on ring with the system's root certificates. Redirects are followed as the
+//! caller says (a few hops for lists; none for key directories, whose keys must come from the
+//! origin a signature names). Destinations a client's header chose reach public addresses only
+//! (see [`crate::http::public_only`]). Proxies are not used: a site that must go through one
+//! points the sources at a mirror.
 
 use std::error::Error as _;
 use std::sync::Arc;
@@ -11,39 +14,59 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use http_body_util::{BodyExt, Empty, Limited};
-use hyper::{Request, StatusCode, Uri, header};
+use hyper::{HeaderMap, Request, StatusCode, Uri, header};
 use hyper_rustls::HttpsConnector;
 use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
 
-/// Redirects followed per fetch; publishers move files now and then, but a chain longer than
-/// this is a loop or a mistake.
-const MAX_REDIRECTS: usize = 5;
+use super::public_only::{self, PublicOnly};
 
-/// The User-Agent of quagmire's own requests.
-const USER_AGENT: &str = concat!("quagmire/", env!("CARGO_PKG_VERSION"), " (lists update)");
+/// Redirects followed per list fetch; publishers move files now and then, but a chain longer
+/// than this is a loop or a mistake.
+pub const LIST_REDIRECTS: usize = 5;
 
-/// A client for fetching list sources.
+/// How a [`Fetcher`] fetches.
+#[derive(Clone, Debug)]
+pub struct Options {
+    /// Longest one fetch may take: connecting, redirects and the whole body.
+    pub timeout: Duration,
+    /// Most bytes of a body.
+    pub max_bytes: usize,
+    /// Redirects followed; 0 makes a redirect an error.
+    pub redirects: usize,
+    /// Whether only public addresses may be reached (a destination a client chose).
+    pub public_only: bool,
+    /// The User-Agent sent.
+    pub user_agent: &'static str,
+}
+
+/// A client that fetches with its [`Options`].
 #[derive(Clone)]
 pub struct Fetcher {
-    client: Client<HttpsConnector<HttpConnector>, Empty<Bytes>>,
-    timeout: Duration,
-    max_bytes: usize,
+    client: Client<HttpsConnector<HttpConnector<PublicOnly>>, Empty<Bytes>>,
+    options: Options,
+}
+
+/// A 2xx answer: its headers and body.
+pub struct Fetched {
+    /// The answer's headers.
+    pub headers: HeaderMap,
+    /// The whole body.
+    pub body: Bytes,
 }
 
 impl Fetcher {
-    /// A client whose fetches each take at most `timeout` (connecting, redirects and the whole
-    /// body) and return at most `max_bytes`. Without system root certificates HTTPS fetches
-    /// fail (each saying so) and HTTP ones still work. Fails only if TLS cannot be set up.
-    pub fn new(timeout: Duration, max_bytes: usize) -> Result<Fetcher, String> {
+    /// A client fetching with `options`. Without system root certificates HTTPS fetches fail
+    /// (each saying so) and HTTP ones still work. Fails only if TLS cannot be set up.
+    pub fn new(options: Options) -> Result<Fetcher, String> {
         let provider = Arc::new(rustls::crypto::ring::default_provider());
         let builder = match hyper_rustls::HttpsConnectorBuilder::new()
             .with_provider_and_native_roots(provider.clone())
         {
             Ok(builder) => builder,
             Err(error) => {
-                tracing::warn!(%error, "no system root certificates: HTTPS list sources will fail");
+                tracing::warn!(%error, user_agent = options.user_agent, "no system root certificates: HTTPS fetches will fail");
                 let config = rustls::ClientConfig::builder_with_provider(provider)
                     .with_safe_default_protocol_versions()
                     .map_err(|error| format!("cannot set up TLS ({error})"))?
@@ -52,27 +75,45 @@ impl Fetcher {
                 hyper_rustls::HttpsConnectorBuilder::new().with_tls_config(config)
             }
         };
-        let connector = builder.https_or_http().enable_http1().build();
+        let mut http = HttpConnector::new_with_resolver(PublicOnly::new(!options.public_only));
+        http.enforce_http(false);
+        let connector = builder.https_or_http().enable_http1().wrap_connector(http);
         let client = Client::builder(TokioExecutor::new()).build(connector);
-        Ok(Fetcher { client, timeout, max_bytes })
+        Ok(Fetcher { client, options })
     }
 
     /// The body at `url` after a 2xx answer, or what went wrong, in words: the status, a
     /// timeout, a body over the limit, a connection or TLS error.
     pub async fn get(&self, url: &str) -> Result<Bytes, String> {
-        match tokio::time::timeout(self.timeout, self.get_following(url)).await {
+        self.fetch(url, None).await.map(|fetched| fetched.body)
+    }
+
+    /// [`Fetcher::get`] with an `Accept` header, keeping the answer's headers.
+    pub async fn fetch(&self, url: &str, accept: Option<&str>) -> Result<Fetched, String> {
+        let timeout = self.options.timeout;
+        match tokio::time::timeout(timeout, self.get_following(url, accept)).await {
             Ok(result) => result,
-            Err(_) => Err(format!("no complete answer within {} s", self.timeout.as_secs_f64())),
+            Err(_) if timeout < Duration::from_secs(1) => {
+                Err(format!("no complete answer within {} ms", timeout.as_millis()))
+            }
+            Err(_) => Err(format!("no complete answer within {} s", timeout.as_secs_f64())),
         }
     }
 
-    async fn get_following(&self, url: &str) -> Result<Bytes, String> {
+    async fn get_following(&self, url: &str, accept: Option<&str>) -> Result<Fetched, String> {
+        let max_bytes = self.options.max_bytes;
         let mut uri: Uri = url.parse().map_err(|error| format!("not a URL ({error})"))?;
-        for _ in 0..=MAX_REDIRECTS {
-            let request = Request::get(uri.clone())
-                .header(header::USER_AGENT, USER_AGENT)
-                .body(Empty::new())
-                .map_err(|error| format!("cannot make the request ({error})"))?;
+        for _ in 0..=self.options.redirects {
+            // A host written as an address is not resolved, so the resolver never sees it.
+            if self.options.public_only {
+                public_only::check_literal(uri.host().unwrap_or_default())?;
+            }
+            let mut request = Request::get(uri.clone()).header(header::USER_AGENT, self.options.user_agent);
+            if let Some(accept) = accept {
+                request = request.header(header::ACCEPT, accept);
+            }
+            let request =
+                request.body(Empty::new()).map_err(|error| format!("cannot make the request ({error})"))?;
             let response = self.client.request(request).await.map_err(|error| {
                 let mut message = error.to_string();
                 let mut cause = error.source();
@@ -83,7 +124,7 @@ impl Fetcher {
                 message
             })?;
             let status = response.status();
-            if status.is_redirection() && status != StatusCode::NOT_MODIFIED {
+            if status.is_redirection() && status != StatusCode::NOT_MODIFIED && self.options.redirects > 0 {
                 let location = response
                     .headers()
                     .get(header::LOCATION)
@@ -99,20 +140,20 @@ impl Fetcher {
                 .headers()
                 .get(header::CONTENT_LENGTH)
                 .and_then(|value| value.to_str().ok()?.parse::<u64>().ok());
-            if length.is_some_and(|length| length > self.max_bytes as u64) {
-                return Err(format!("the body is larger than {} bytes", self.max_bytes));
+            if length.is_some_and(|length| length > max_bytes as u64) {
+                return Err(format!("the body is larger than {max_bytes} bytes"));
             }
-            let body =
-                Limited::new(response.into_body(), self.max_bytes).collect().await.map_err(|error| {
-                    if error.is::<http_body_util::LengthLimitError>() {
-                        format!("the body is larger than {} bytes", self.max_bytes)
-                    } else {
-                        format!("the body broke off ({error})")
-                    }
-                })?;
-            return Ok(body.to_bytes());
+            let (parts, body) = response.into_parts();
+            let body = Limited::new(body, max_bytes).collect().await.map_err(|error| {
+                if error.is::<http_body_util::LengthLimitError>() {
+                    format!("the body is larger than {max_bytes} bytes")
+                } else {
+                    format!("the body broke off ({error})")
+                }
+            })?;
+            return Ok(Fetched { headers: parts.headers, body: body.to_bytes() });
         }
-        Err(format!("more than {MAX_REDIRECTS} redirects"))
+        Err(format!("more than {} redirects", self.options.redirects))
     }
 }
 

@@ -5,20 +5,13 @@
 //!
 //! Redirects are not followed: the keys must come from the origin the signature names.
 
-use std::error::Error as _;
 use std::sync::Arc;
 use std::time::Duration;
 
-use bytes::Bytes;
-use http_body_util::{BodyExt, Empty, Limited};
-use hyper::{Request, Uri, header};
-use hyper_rustls::HttpsConnector;
-use hyper_util::client::legacy::Client;
-use hyper_util::client::legacy::connect::HttpConnector;
-use hyper_util::rt::TokioExecutor;
+use hyper::header;
 use web_bot_auth::keyring::{KeyRing, Thumbprintable};
 
-use crate::http::public_only::{self, PublicOnly};
+use crate::http::fetch;
 
 /// Where an agent publishes its keys, under its origin.
 pub const WELL_KNOWN_PATH: &str = "/.well-known/http-message-signatures-directory";
@@ -52,82 +45,31 @@ pub struct Directory {
 /// The HTTP client for key directories.
 #[derive(Clone)]
 pub struct Fetcher {
-    client: Client<HttpsConnector<HttpConnector<PublicOnly>>, Empty<Bytes>>,
-    timeout: Duration,
-    allow_private: bool,
+    http: fetch::Fetcher,
 }
 
 impl Fetcher {
-    /// A client whose fetches take at most `timeout` each and reach public addresses only,
-    /// unless `allow_private` (see [`crate::http::public_only`]): the origin comes from a
-    /// client's header. Without system root certificates HTTPS fetches fail (each saying so) and
-    /// HTTP ones still work.
+    /// A client whose fetches take at most `timeout` each, follow no redirect and reach public
+    /// addresses only, unless `allow_private` (see [`crate::http::public_only`]): the origin
+    /// comes from a client's header.
     pub fn new(timeout: Duration, allow_private: bool) -> Result<Fetcher, String> {
-        let provider = Arc::new(rustls::crypto::ring::default_provider());
-        let builder = match hyper_rustls::HttpsConnectorBuilder::new()
-            .with_provider_and_native_roots(provider.clone())
-        {
-            Ok(builder) => builder,
-            Err(error) => {
-                tracing::warn!(%error, "no system root certificates: Web Bot Auth signatures stay pending");
-                let config = rustls::ClientConfig::builder_with_provider(provider)
-                    .with_safe_default_protocol_versions()
-                    .map_err(|error| format!("cannot set up TLS ({error})"))?
-                    .with_root_certificates(rustls::RootCertStore::empty())
-                    .with_no_client_auth();
-                hyper_rustls::HttpsConnectorBuilder::new().with_tls_config(config)
-            }
-        };
-        let mut http = HttpConnector::new_with_resolver(PublicOnly::new(allow_private));
-        http.enforce_http(false);
-        let connector = builder.https_or_http().enable_http1().wrap_connector(http);
-        let client = Client::builder(TokioExecutor::new()).build(connector);
-        Ok(Fetcher { client, timeout, allow_private })
+        let http = fetch::Fetcher::new(fetch::Options {
+            timeout,
+            max_bytes: MAX_BYTES,
+            redirects: 0,
+            public_only: !allow_private,
+            user_agent: USER_AGENT,
+        })?;
+        Ok(Fetcher { http })
     }
 
     /// The directory of `origin` (`scheme://authority`), or why it could not be had.
     pub async fn fetch(&self, origin: &str) -> Result<Directory, String> {
-        match tokio::time::timeout(self.timeout, self.fetch_unbounded(origin)).await {
-            Ok(result) => result,
-            Err(_) => Err(format!("no complete answer within {} ms", self.timeout.as_millis())),
-        }
-    }
-
-    async fn fetch_unbounded(&self, origin: &str) -> Result<Directory, String> {
-        let uri: Uri = format!("{origin}{WELL_KNOWN_PATH}").parse().map_err(|_| "not a URL".to_string())?;
-        // Hosts written as addresses are not resolved, so not seen by the resolver's check.
-        if !self.allow_private {
-            public_only::check_literal(uri.host().unwrap_or_default())?;
-        }
-        let request = Request::get(uri)
-            .header(header::USER_AGENT, USER_AGENT)
-            .header(header::ACCEPT, "application/http-message-signatures-directory+json, application/json")
-            .body(Empty::new())
-            .map_err(|error| format!("cannot make the request ({error})"))?;
-        let response = self.client.request(request).await.map_err(|error| {
-            let mut message = error.to_string();
-            let mut cause = error.source();
-            while let Some(inner) = cause {
-                message.push_str(&format!(": {inner}"));
-                cause = inner.source();
-            }
-            message
-        })?;
-        let status = response.status();
-        if !status.is_success() {
-            return Err(format!("HTTP {status}"));
-        }
-        let keep = keep_for(
-            response.headers().get_all(header::CACHE_CONTROL).iter().filter_map(|v| v.to_str().ok()),
-        );
-        let body = Limited::new(response.into_body(), MAX_BYTES).collect().await.map_err(|error| {
-            if error.is::<http_body_util::LengthLimitError>() {
-                format!("the directory is larger than {MAX_BYTES} bytes")
-            } else {
-                format!("the body broke off ({error})")
-            }
-        })?;
-        let keys = parse_keys(&body.to_bytes())?;
+        let accept = "application/http-message-signatures-directory+json, application/json";
+        let fetched = self.http.fetch(&format!("{origin}{WELL_KNOWN_PATH}"), Some(accept)).await?;
+        let keep =
+            keep_for(fetched.headers.get_all(header::CACHE_CONTROL).iter().filter_map(|v| v.to_str().ok()));
+        let keys = parse_keys(&fetched.body)?;
         Ok(Directory { keys: Arc::new(keys), keep })
     }
 }

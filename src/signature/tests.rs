@@ -111,7 +111,7 @@ fn signed_request(agent: &Agent, path: &str, created: i64, expires: i64) -> Vec<
 }
 
 fn check_with(signatures: &Signatures, agent: &Agent, facts: &Facts) -> Option<Signature> {
-    signatures.cache.insert(Arc::from("https://signer.example"), Entry::Done(agent.directory()));
+    signatures.flights.insert(Arc::from("https://signer.example"), agent.directory());
     signatures.check_now(facts)
 }
 
@@ -215,7 +215,7 @@ fn only_https_agents_count_unless_http_is_allowed_and_keys_must_be_in_the_direct
     assert!(refused.detail.contains("https://"), "{refused:?}");
     let allowed = signatures(true);
     // The origin, not the path, keys the directory.
-    allowed.cache.insert(Arc::from("http://127.0.0.1:8080"), Entry::Done(agent.directory()));
+    allowed.flights.insert(Arc::from("http://127.0.0.1:8080"), agent.directory());
     let signature = allowed.check_now(&request).unwrap();
     assert_eq!((signature.check, signature.agent.as_str()), (Check::Verified, "127.0.0.1"), "{signature:?}");
 
@@ -229,9 +229,7 @@ fn only_https_agents_count_unless_http_is_allowed_and_keys_must_be_in_the_direct
 
     // A failed fetch proves nothing: pending.
     let signatures = signatures(false);
-    signatures
-        .cache
-        .insert(Arc::from("https://signer.example"), Entry::Done(Keys::Failed(Arc::from("down"))));
+    signatures.flights.insert(Arc::from("https://signer.example"), Keys::Failed(Arc::from("down")));
     let headers = signed_request(&agent, "/", now, now + 300);
     let request = facts("GET", "example.org", "/?q=1", &as_pairs(&headers));
     assert_eq!(signatures.check_now(&request).unwrap().check, Check::Pending);
@@ -342,4 +340,70 @@ fn a_signature_with_a_nonce_verifies_once_and_its_replay_is_invalid() {
     // A fresh nonce verifies.
     let request = facts("GET", "example.org", "/", &as_pairs(&signed("n-2")));
     assert_eq!(check_with(&signatures, &agent, &request).unwrap().check, Check::Verified);
+}
+
+/// A key directory for `agent` on 127.0.0.1:0; its origin.
+async fn directory_on_loopback(agent: &Agent) -> String {
+    let x = URL_SAFE_NO_PAD.encode(agent.key.verifying_key().as_bytes());
+    let body = format!(r#"{{"keys":[{{"kty":"OKP","crv":"Ed25519","x":"{x}"}}]}}"#);
+    let app = axum::Router::new()
+        .route(directory::WELL_KNOWN_PATH, axum::routing::get(move || async move { body }));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let address = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    format!("http://{address}")
+}
+
+/// A listener on 127.0.0.1:0 that accepts and never answers; its origin.
+async fn silent_origin() -> String {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let address = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        let mut held = Vec::new();
+        while let Ok((socket, _)) = listener.accept().await {
+            held.push(socket);
+        }
+    });
+    format!("http://{address}")
+}
+
+#[tokio::test]
+async fn a_spray_of_forged_agents_does_not_keep_a_known_agent_from_its_next_fetch() {
+    let agent = Agent::new();
+    let known = directory_on_loopback(&agent).await;
+    let mut config = Config::parse("test.kdl", "", std::path::Path::new(".")).unwrap().web_bot_auth;
+    (config.allow_http, config.allow_private) = (true, true);
+    (config.fetches_per_second, config.max_pending, config.timeout) = (100, 2, Duration::from_secs(5));
+    let signatures = Signatures::new(&config, Arc::new(Metrics::new()));
+    // The agent's directory was fetched before...
+    let known_origin: Arc<str> = Arc::from(known.as_str());
+    let mut first = signatures.start(known_origin.clone()).expect("a fetch");
+    let keys = first.wait_for(Option::is_some).await.unwrap().clone();
+    assert!(matches!(keys, Some(Keys::Found(_))), "{keys:?}");
+    assert!(signatures.known.contains_key(&known_origin));
+    // ...and its cached copy has since expired (an empty cache stands for that).
+    let signatures = Signatures { flights: fresh_flights(&config), ..signatures };
+
+    // Forged agents, free to mint, take every general slot and hang.
+    let mut spray = Vec::new();
+    for _ in 0..4 {
+        spray.push(signatures.start(Arc::from(silent_origin().await.as_str())));
+    }
+    assert_eq!(spray.iter().filter(|started| started.is_some()).count(), 2, "the general budget");
+    // The known agent still gets its fetch, from the reserve, and it verifies.
+    let mut receiver = signatures.start(known_origin).expect("the reserve is the known agent's");
+    let keys = receiver.wait_for(Option::is_some).await.unwrap().clone();
+    assert!(matches!(keys, Some(Keys::Found(_))), "{keys:?}");
+}
+
+fn fresh_flights(config: &WebBotAuthConfig) -> SingleFlight<Arc<str>, Keys> {
+    SingleFlight::new(Settings {
+        capacity: CACHE_CAPACITY,
+        timeout: config.timeout,
+        done_for: Keys::keep_for,
+        per_second: config.fetches_per_second,
+        in_flight: config.max_pending,
+        reserved_per_second: (config.fetches_per_second / RESERVED_SHARE).max(1),
+        reserved_in_flight: (config.max_pending / RESERVED_SHARE as usize).max(1),
+    })
 }
