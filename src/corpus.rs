@@ -31,6 +31,10 @@ pub enum CorpusError {
     Nothing,
 }
 
+/// The largest corpus file read (a regular file only): a book is a few megabytes, and the
+/// embedded corpus is about 2 MB.
+pub const MAX_FILE_BYTES: u64 = 64 << 20;
+
 /// The embedded default corpus, decompressed.
 pub fn embedded() -> String {
     let mut text = String::new();
@@ -119,7 +123,8 @@ enum Kind {
 }
 
 fn append_file(text: &mut String, path: &Path) -> Result<(), CorpusError> {
-    let bytes = fs::read(path).map_err(|source| CorpusError::Read { path: path.into(), source })?;
+    let bytes = crate::bounded_file::read(path, MAX_FILE_BYTES)
+        .map_err(|source| CorpusError::Read { path: path.into(), source })?;
     let raw = String::from_utf8_lossy(&bytes);
     match kind(path) {
         Some(Kind::Html) => text.push_str(&extract::html_text(&raw)),
@@ -153,6 +158,14 @@ mod tests {
         let text = embedded();
         assert!(text.len() >= 2_000_000, "{} bytes", text.len());
         assert!(text.contains(" the "));
+    }
+
+    #[test]
+    fn a_corpus_file_must_be_a_regular_file() {
+        let error = load(false, &[PathBuf::from("/dev/zero")]).unwrap_err();
+        assert!(error.to_string().contains("/dev/zero"), "{error}");
+        let source = std::error::Error::source(&error).map(ToString::to_string).unwrap_or_default();
+        assert_eq!(source, "not a regular file");
     }
 
     #[test]

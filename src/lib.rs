@@ -14,6 +14,7 @@
 //! [`app::App::build`] from a [`config::Config`] before any port is bound. See ARCHITECTURE.md.
 
 pub mod app;
+pub mod bounded_file;
 pub mod client;
 pub mod client_state;
 pub mod config;

@@ -387,8 +387,11 @@ fn run_replay(
         verdicts_out.as_mut().map(|out| out as &mut dyn std::io::Write),
     )?;
     if let Some(path) = &json {
-        let text = serde_json::to_string_pretty(&report.json())?;
-        std::fs::write(path, text + "\n").with_context(|| format!("cannot write {}", path.display()))?;
+        // Client-chosen text (user agents, rule errors) escaped as the text report escapes it.
+        let mut text = Vec::new();
+        quagmire::log_field::terminal_safe_json(&mut text, &report.json(), true)?;
+        text.push(b'\n');
+        std::fs::write(path, text).with_context(|| format!("cannot write {}", path.display()))?;
     }
     print!("{}", report.text());
     // Dropping a hundred thousand client records one by one takes a while and changes nothing

@@ -217,7 +217,7 @@ pub fn replay(
                 if let Some((verdict, rule)) = &other {
                     record["compare"] = serde_json::json!({ "verdict": verdict.as_str(), "rule": &***rule });
                 }
-                serde_json::to_writer(&mut *out, &record)
+                crate::log_field::terminal_safe_json(&mut *out, &record, false)
                     .map_err(|error| ReplayError::Verdicts(error.into()))?;
                 out.write_all(b"\n").map_err(ReplayError::Verdicts)?;
             }

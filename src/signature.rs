@@ -249,7 +249,10 @@ impl Signatures {
                     Keys::Found(directory)
                 }
                 Err(why) => {
-                    tracing::debug!(origin = %crate::log_field::head(&origin, 256), %why, "key directory fetch failed");
+                    // Both come from a client's header: cut, so a 60 KB origin is not a 60 KB line.
+                    let (origin, why) =
+                        (crate::log_field::head(&origin, 256), crate::log_field::head(&why, 512));
+                    tracing::debug!(%origin, %why, "key directory fetch failed");
                     Keys::Failed(Arc::from(format!("key directory: {why}")))
                 }
             };
@@ -373,9 +376,11 @@ impl Parsed {
 /// keys live at the origin's well-known path.
 fn origin(url: &str, allow_http: bool) -> Result<(String, String), String> {
     let uri: Uri = url.parse().map_err(|_| "the Signature-Agent is not a URL".to_string())?;
-    match uri.scheme_str() {
-        Some("https") => {}
-        Some("http") if allow_http => {}
+    // Schemes are case-insensitive (RFC 3986): `HTTPS://` is https.
+    let scheme = uri.scheme_str().unwrap_or_default().to_ascii_lowercase();
+    match scheme.as_str() {
+        "https" => {}
+        "http" if allow_http => {}
         _ => return Err("the Signature-Agent is not an https:// URL".into()),
     }
     let Some(authority) = uri.authority() else {
@@ -385,7 +390,6 @@ fn origin(url: &str, allow_http: bool) -> Result<(String, String), String> {
         return Err("the Signature-Agent has no plain host".into());
     }
     let host = authority.host().to_ascii_lowercase();
-    let scheme = uri.scheme_str().unwrap_or("https");
     let origin = match authority.port_u16() {
         Some(port) => format!("{scheme}://{host}:{port}"),
         None => format!("{scheme}://{host}"),

@@ -54,7 +54,7 @@ const OPTIONAL_END: &[&str] =
 #[derive(Debug, thiserror::Error)]
 pub enum TemplateError {
     /// The file could not be read.
-    #[error("cannot read the trap template {path}: {source}")]
+    #[error("cannot read the trap template {path}")]
     Read {
         /// The file.
         path: PathBuf,
@@ -76,11 +76,16 @@ pub enum TemplateError {
     },
 }
 
+/// The largest template: a site's page is tens of kilobytes, and every trap page is at least
+/// the template's size.
+pub const MAX_TEMPLATE_BYTES: u64 = 1 << 20;
+
 impl Template {
-    /// Reads and checks the template at `path`.
+    /// Reads and checks the template at `path` (a regular file of at most
+    /// [`MAX_TEMPLATE_BYTES`]).
     pub fn load(path: &Path) -> Result<Template, TemplateError> {
-        let bytes =
-            std::fs::read(path).map_err(|source| TemplateError::Read { path: path.into(), source })?;
+        let bytes = crate::bounded_file::read(path, MAX_TEMPLATE_BYTES)
+            .map_err(|source| TemplateError::Read { path: path.into(), source })?;
         let text = String::from_utf8_lossy(&bytes);
         Template::parse(&text).map_err(|problem| {
             let (line, column) = line_column(&text, problem.at);
@@ -363,5 +368,21 @@ mod tests {
         assert!(error.ends_with("page.html:14:1: `</body>` closes `<main>` (opened at 10:1)"), "{error}");
         let error = Template::load(&dir.path().join("missing.html")).unwrap_err().to_string();
         assert!(error.contains("cannot read the trap template") && error.contains("missing.html"), "{error}");
+    }
+
+    #[test]
+    fn a_template_must_be_a_regular_file_of_at_most_a_megabyte() {
+        let reason = |path: &std::path::Path| {
+            let error = Template::load(path).unwrap_err();
+            std::error::Error::source(&error).map(ToString::to_string).unwrap_or_default()
+        };
+        assert_eq!(reason(std::path::Path::new("/dev/zero")), "not a regular file");
+        let dir = tempfile::tempdir().unwrap();
+        let fifo = dir.path().join("fifo.html");
+        assert!(std::process::Command::new("mkfifo").arg(&fifo).status().unwrap().success());
+        assert_eq!(reason(&fifo), "not a regular file", "a FIFO is refused, not waited on");
+        let big = dir.path().join("big.html");
+        std::fs::write(&big, SITE.repeat(10_000_000 / SITE.len())).unwrap();
+        assert_eq!(reason(&big), "larger than 1048576 bytes");
     }
 }

@@ -582,10 +582,7 @@ impl Report {
 /// overrides) written as `\u{..}` escapes: a log line must not move the cursor or recolour the
 /// report of the person reading it.
 fn printable(text: &str) -> std::borrow::Cow<'_, str> {
-    let acts = |c: char| {
-        c.is_control()
-            || matches!(c, '\u{200e}' | '\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
-    };
+    let acts = crate::log_field::acts_on_terminal;
     if !text.chars().any(acts) {
         return std::borrow::Cow::Borrowed(text);
     }

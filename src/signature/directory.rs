@@ -18,8 +18,10 @@ pub const WELL_KNOWN_PATH: &str = "/.well-known/http-message-signatures-director
 
 /// The largest directory read; a handful of keys is a few hundred bytes.
 pub const MAX_BYTES: usize = 64 * 1024;
-/// Keys in one directory, at most (the rest are ignored).
-const MAX_KEYS: usize = 64;
+/// Keys read from one directory, at most: more than [`MAX_BYTES`] can hold (an Ed25519 JWK takes
+/// about 80 bytes), so every key a directory within the size cap publishes is read, and a
+/// signature by any of them can verify.
+const MAX_KEYS: usize = 1024;
 
 /// How long a directory is kept at least, whatever its `max-age`: an agent that says
 /// `no-cache` must not cost a fetch per request.

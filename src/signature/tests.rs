@@ -407,3 +407,25 @@ fn fresh_flights(config: &WebBotAuthConfig) -> SingleFlight<Arc<str>, Keys> {
         reserved_in_flight: (config.max_pending / RESERVED_SHARE as usize).max(1),
     })
 }
+
+#[test]
+fn an_uppercase_scheme_is_https_and_every_key_within_the_size_cap_is_read() {
+    assert_eq!(
+        origin("HTTPS://Signer.Example/path", false),
+        Ok(("https://signer.example".to_string(), "signer.example".to_string()))
+    );
+    assert!(origin("HTTP://signer.example", false).is_err());
+    // A directory with 100 keys, the signer's near the end: read (it was dropped past the 64th).
+    let signer = Agent::new();
+    let mut keys: Vec<String> = (0..99)
+        .map(|_| {
+            let x = URL_SAFE_NO_PAD.encode(Agent::new().key.verifying_key().as_bytes());
+            format!(r#"{{"kty":"OKP","crv":"Ed25519","x":"{x}"}}"#)
+        })
+        .collect();
+    let x = URL_SAFE_NO_PAD.encode(signer.key.verifying_key().as_bytes());
+    keys.insert(90, format!(r#"{{"kty":"OKP","crv":"Ed25519","x":"{x}"}}"#));
+    let body = format!(r#"{{"keys":[{}]}}"#, keys.join(","));
+    assert!(body.len() < directory::MAX_BYTES);
+    assert!(directory::parse_keys(body.as_bytes()).unwrap().get(&signer.keyid).is_some());
+}
