@@ -23,7 +23,9 @@ use crate::user_agent::remembered_family;
 
 /// ASNs that get a label of their own; the rest are counted as `other`.
 pub const ASN_LABELS: usize = 20;
-/// ASNs whose frequency is tracked to choose them; beyond this, new ASNs count only as `other`.
+/// ASNs whose recent frequency is tracked to choose them. When the table is full, every count is
+/// halved (and ASNs at zero forgotten) once per [`ASN_CANDIDATES`]` / 4` new ASNs turned away:
+/// the counts decay, so an ASN that becomes busy late still rises to a label.
 const ASN_CANDIDATES: usize = 4096;
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -140,7 +142,7 @@ pub struct Metrics {
     /// ASNs with a label of their own, read without a lock on every verdict.
     asn_labelled: ArcSwap<HashMap<u32, String>>,
     /// How often each candidate ASN was seen.
-    asn_seen: Mutex<HashMap<u32, u64>>,
+    asn_seen: Mutex<AsnCounts>,
 }
 
 impl Metrics {
@@ -285,7 +287,7 @@ impl Metrics {
                 Gauge::default(),
             ),
             asn_labelled: ArcSwap::from_pointee(HashMap::new()),
-            asn_seen: Mutex::new(HashMap::new()),
+            asn_seen: Mutex::new(AsnCounts::default()),
             registry,
         }
     }
@@ -426,33 +428,63 @@ impl Metrics {
         let Ok(mut seen) = self.asn_seen.try_lock() else {
             return "other".into();
         };
-        let candidates = seen.len();
-        let count = match seen.get_mut(&asn) {
+        let count = match seen.counts.get_mut(&asn) {
             Some(count) => {
                 *count += 1;
                 *count
             }
-            None if candidates < ASN_CANDIDATES => {
-                seen.insert(asn, 1);
+            None => {
+                if seen.counts.len() >= ASN_CANDIDATES {
+                    seen.turned_away += 1;
+                    if seen.turned_away < ASN_CANDIDATES / 4 {
+                        return "other".into();
+                    }
+                    seen.turned_away = 0;
+                    seen.counts.retain(|_, count| {
+                        *count /= 2;
+                        *count > 0
+                    });
+                    if seen.counts.len() >= ASN_CANDIDATES {
+                        return "other".into();
+                    }
+                }
+                seen.counts.insert(asn, 1);
                 1
             }
-            None => return "other".into(),
         };
-        // Admit while there is room, or when this ASN now outnumbers the least frequent admitted
-        // one; admitted labels stay, so their counters never restart. At most twice ASN_LABELS.
+        // Admit while there is room (up to twice ASN_LABELS, so that labels do not churn), or in
+        // place of the least frequent admitted one once this ASN is clearly busier (twice its
+        // recent count): its series is removed, and the labels stay bounded.
         let labelled = self.asn_labelled.load();
-        let weakest = labelled.keys().map(|a| seen.get(a).copied().unwrap_or(0)).min();
-        let admit = labelled.len() < ASN_LABELS
-            || (labelled.len() < 2 * ASN_LABELS && weakest.is_some_and(|weakest| count > weakest));
-        if !admit {
+        let weakest =
+            labelled.keys().map(|known| (seen.counts.get(known).copied().unwrap_or(0), *known)).min();
+        let outnumbers = |factor: u64| weakest.is_some_and(|(weakest, _)| count > weakest.max(1) * factor);
+        let admit = labelled.len() < ASN_LABELS || (labelled.len() < 2 * ASN_LABELS && outnumbers(1));
+        let replace = !admit && outnumbers(2);
+        if !admit && !replace {
             return "other".into();
         }
         let label = asn.to_string();
         let mut grown = HashMap::clone(&labelled);
+        if let (true, Some((_, evicted))) = (replace, weakest) {
+            grown.remove(&evicted);
+            for verdict in [Verdict::Allow, Verdict::Trap] {
+                self.verdicts_by_asn
+                    .remove(&AsnLabels { asn: evicted.to_string(), verdict: verdict.as_str() });
+            }
+        }
         grown.insert(asn, label.clone());
         self.asn_labelled.store(Arc::new(grown));
         label
     }
+}
+
+/// Recent verdicts per candidate ASN (see [`ASN_CANDIDATES`]).
+#[derive(Default)]
+struct AsnCounts {
+    counts: HashMap<u32, u64>,
+    /// New ASNs turned away since the counts were last halved.
+    turned_away: usize,
 }
 
 impl Default for Metrics {
@@ -539,6 +571,38 @@ mod tests {
         let labels = text.lines().filter(|line| line.starts_with("quagmire_asn_verdicts_total{")).count();
         assert!(labels <= 2 * ASN_LABELS + 1, "{labels} ASN series");
         assert!(text.contains("asn=\"other\""));
+    }
+
+    #[test]
+    fn a_late_heavy_hitter_gets_a_label_after_thousands_of_asns_were_seen() {
+        let metrics = Metrics::new();
+        let verdict = |asn: u32| {
+            metrics.verdict(
+                Verdict::Trap,
+                &Arc::from(""),
+                false,
+                Duration::from_micros(5),
+                Some(asn),
+                "curl/8",
+            )
+        };
+        // Forty busy ASNs take every label, and ten thousand others fill the candidates.
+        for _ in 0..50 {
+            for asn in 1..=40 {
+                verdict(asn);
+            }
+        }
+        for asn in 100_000..110_000 {
+            verdict(asn);
+        }
+        // Then a scraper's ASN sends most of the traffic.
+        for _ in 0..5_000 {
+            verdict(64_500);
+        }
+        let text = metrics.render(0, 0, Scope::Replica);
+        assert!(text.contains("quagmire_asn_verdicts_total{asn=\"64500\",verdict=\"trap\"}"), "{text}");
+        let labels = text.lines().filter(|line| line.starts_with("quagmire_asn_verdicts_total{")).count();
+        assert!(labels <= 2 * ASN_LABELS + 1, "{labels} ASN series");
     }
 
     #[test]

@@ -577,7 +577,14 @@ fn snapshot(
         request_rate: number(2)? * (-elapsed * ln2_over(super::RATE_HALF_LIFE)).exp(),
         rate_limited: false,
     };
-    let time = |seconds: f64| UNIX_EPOCH + Duration::from_secs_f64(seconds.max(0.0));
+    // Any number can be in the store (another version, a hand edit, an attacker with access):
+    // one past what a time can hold is the epoch, never a panic.
+    let time = |seconds: f64| {
+        Duration::try_from_secs_f64(seconds.max(0.0))
+            .ok()
+            .and_then(|since| UNIX_EPOCH.checked_add(since))
+            .unwrap_or(UNIX_EPOCH)
+    };
     Some(ClientSnapshot {
         key,
         history,
@@ -587,4 +594,26 @@ fn snapshot(
         asn: fields.get(6)?.as_deref().and_then(|asn| asn.parse().ok()),
         asn_org: fields.get(7)?.clone().filter(|org| !org.is_empty()),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_record_with_absurd_times_reads_as_the_epoch_not_a_panic() {
+        let fields = |first: &str, last: &str| -> Vec<Option<String>> {
+            ["3", "2.5", "1.0", "100", first, last, "64500", "Example"]
+                .iter()
+                .map(|v| Some(v.to_string()))
+                .collect()
+        };
+        for (first, last) in [("1e300", "1e300"), ("1.7976931348623157e308", "-1e300"), ("inf", "NaN")] {
+            let snapshot = snapshot("192.0.2.1", &fields(first, last), None, 200.0, 0.001).expect("a client");
+            assert_eq!(snapshot.history.trap_hits, 3);
+            assert!(snapshot.first_seen >= UNIX_EPOCH && snapshot.last_seen >= UNIX_EPOCH);
+        }
+        let sane = snapshot("192.0.2.1", &fields("1000", "2000"), None, 200.0, 0.001).unwrap();
+        assert_eq!(sane.last_seen, UNIX_EPOCH + Duration::from_secs(2000));
+    }
 }

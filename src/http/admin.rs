@@ -3,17 +3,21 @@
 //! an optional bearer token. Both are bounded in size and cost.
 //!
 //! What a scrape reads from the client records (the trapped clients, the gauges) is one snapshot,
-//! taken off the async workers (`spawn_blocking`) at most once per [`SNAPSHOT_AGE`] and shared by
-//! every scrape in that time, so concurrent scrapers cannot slow verdicts down.
+//! taken in the background (the shared store's list within [`STORE_READ`], or a walk of this
+//! replica's records on the blocking pool) at most once per [`SNAPSHOT_AGE`]. A scrape serves the
+//! last snapshot and, when it is old, starts the next one without waiting for it: no lock is held
+//! across a store's reads, and only the very first scrape waits for a snapshot to exist.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+use arc_swap::ArcSwapOption;
 use axum::extract::{Query, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde::{Deserialize, Serialize};
-use tokio::sync::Mutex;
+use std::sync::atomic::{AtomicBool, Ordering};
+use tokio::sync::watch;
 
 use crate::app::App;
 use crate::client_state::ClientSnapshot;
@@ -26,6 +30,9 @@ const MAX_TRAPPED: usize = 1000;
 /// so, so a second-old gauge is as good as a fresh one.
 const SNAPSHOT_AGE: Duration = Duration::from_secs(1);
 
+/// Longest a scrape waits for a new snapshot before it serves the last one.
+const FRESH_WAIT: Duration = Duration::from_millis(250);
+
 /// Longest a snapshot waits for the shared store's list of trapped clients before it falls back
 /// to this replica's own records.
 const STORE_READ: Duration = Duration::from_secs(2);
@@ -35,14 +42,33 @@ pub struct Admin {
     /// BLAKE3 of the required bearer token: comparing hashes is constant-time (`blake3::Hash`'s
     /// equality is), so the comparison leaks nothing about the token.
     token: Option<blake3::Hash>,
-    /// The last snapshot; its lock also makes concurrent scrapes wait for one walk.
-    snapshot: Mutex<Option<Arc<Snapshot>>>,
+    /// The last snapshot taken.
+    snapshot: ArcSwapOption<Snapshot>,
+    /// Set while a snapshot is being taken, so that one is taken at a time.
+    refreshing: Arc<AtomicBool>,
+    /// Counts snapshots taken, for the first scrape to wait on.
+    taken: watch::Sender<u64>,
 }
 
 impl Admin {
     /// Requiring `token` as a bearer token, if given.
     pub fn new(token: Option<&str>) -> Self {
-        Admin { token: token.map(|token| blake3::hash(token.as_bytes())), snapshot: Mutex::new(None) }
+        Admin {
+            token: token.map(|token| blake3::hash(token.as_bytes())),
+            snapshot: ArcSwapOption::empty(),
+            refreshing: Arc::new(AtomicBool::new(false)),
+            taken: watch::Sender::new(0),
+        }
+    }
+}
+
+/// Clears `refreshing` however the refresh ends (a panic in the walk included), so that a later
+/// scrape starts the next one.
+struct Refreshing(Arc<AtomicBool>);
+
+impl Drop for Refreshing {
+    fn drop(&mut self) {
+        self.0.store(false, Ordering::SeqCst);
     }
 }
 
@@ -142,29 +168,51 @@ fn render_trapped(snapshot: &Snapshot, limit: usize) -> Vec<u8> {
     serde_json::to_vec(&clients).unwrap_or_default()
 }
 
-/// A snapshot at most [`SNAPSHOT_AGE`] old; taking a new one runs on the blocking pool while the
-/// other scrapes wait for it.
+/// The last snapshot; when it is older than [`SNAPSHOT_AGE`], the next one is started in the
+/// background. Only when none exists yet does this wait, for at most the store's read time.
 async fn snapshot(app: &Arc<App>) -> Arc<Snapshot> {
-    let mut slot = app.admin.snapshot.lock().await;
-    if let Some(snapshot) = slot.as_ref().filter(|snapshot| snapshot.taken.elapsed() < SNAPSHOT_AGE) {
-        return snapshot.clone();
+    let admin = &app.admin;
+    let mut taken = admin.taken.subscribe();
+    let current = admin.snapshot.load_full();
+    let fresh = current.as_ref().is_some_and(|snapshot| snapshot.taken.elapsed() < SNAPSHOT_AGE);
+    if !fresh && !admin.refreshing.swap(true, Ordering::SeqCst) {
+        let refreshing = Refreshing(admin.refreshing.clone());
+        let app = app.clone();
+        tokio::spawn(async move {
+            let _refreshing = refreshing;
+            let snapshot = take_snapshot(&app).await;
+            app.admin.snapshot.store(Some(Arc::new(snapshot)));
+            app.admin.taken.send_modify(|count| *count += 1);
+        });
     }
+    if fresh {
+        return current.unwrap_or_else(|| Arc::new(Snapshot::empty()));
+    }
+    // A snapshot usually takes milliseconds: wait that long for the new one, so a scrape after a
+    // quiet spell is not a spell old; past it, serve the last one (a store that hangs never holds
+    // a scrape for long). Only the first scrape, with nothing to serve, waits for the store.
+    let wait = if current.is_some() { FRESH_WAIT } else { STORE_READ + SNAPSHOT_AGE };
+    let _ = tokio::time::timeout(wait, taken.changed()).await;
+    admin.snapshot.load_full().or(current).unwrap_or_else(|| Arc::new(Snapshot::empty()))
+}
+
+/// A snapshot now: the shared store's trapped clients (within [`STORE_READ`]; on failure, counted
+/// and logged by the store, this replica's own records answer), or a walk of this replica's
+/// records on the blocking pool.
+async fn take_snapshot(app: &Arc<App>) -> Snapshot {
     if let Some(store) = app.clients.store() {
         let threshold = app.rules.trap_threshold();
-        // On failure (counted and logged by the store), this replica's own records answer.
         if let Ok(Ok((trapped, over_threshold))) =
             tokio::time::timeout(STORE_READ, store.most_trapped(MAX_TRAPPED, threshold)).await
         {
-            let snapshot = Arc::new(Snapshot {
+            return Snapshot {
                 taken: Instant::now(),
                 trapped,
                 over_threshold,
                 scope: Scope::Shared,
                 entries: app.clients.len(),
                 rendered: std::sync::Mutex::default(),
-            });
-            *slot = Some(snapshot.clone());
-            return snapshot;
+            };
         }
     }
     let walker = app.clone();
@@ -178,16 +226,20 @@ async fn snapshot(app: &Arc<App>) -> Arc<Snapshot> {
     })
     .await;
     // The walk panicking would be a bug; the scrape still answers, from nothing.
-    let snapshot = Arc::new(taken.unwrap_or_else(|_| Snapshot {
-        taken: Instant::now(),
-        trapped: Vec::new(),
-        over_threshold: 0,
-        scope: Scope::Replica,
-        entries: 0,
-        rendered: std::sync::Mutex::default(),
-    }));
-    *slot = Some(snapshot.clone());
-    snapshot
+    taken.unwrap_or_else(|_| Snapshot::empty())
+}
+
+impl Snapshot {
+    fn empty() -> Snapshot {
+        Snapshot {
+            taken: Instant::now(),
+            trapped: Vec::new(),
+            over_threshold: 0,
+            scope: Scope::Replica,
+            entries: 0,
+            rendered: std::sync::Mutex::default(),
+        }
+    }
 }
 
 /// The 401 to answer when the request lacks the configured bearer token; `None` when it has it

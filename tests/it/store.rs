@@ -492,3 +492,30 @@ async fn a_store_that_answers_ping_but_refuses_writes_is_down_and_says_so_a_boun
         .await
     );
 }
+
+#[tokio::test]
+async fn a_record_with_absurd_times_in_the_store_does_not_break_a_scrape() {
+    let Some(redis) = Redis::start() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let a = replica(dir.path(), "a", &[redis.url()], PATIENT);
+    for (field, value) in [
+        ("hits", "3"),
+        ("score", "2.5"),
+        ("rate", "1"),
+        ("updated", "1e300"),
+        ("first", "1e300"),
+        ("last", "1.7e308"),
+    ] {
+        cli(redis.port, &["HSET", "quagmire:{192.0.2.77}", field, value]);
+    }
+    cli(redis.port, &["ZADD", "quagmire:trapped", "1", "192.0.2.77"]);
+    for _ in 0..3 {
+        let (status, _, body) = get(&format!("http://{}/api/trapped", a.verdict), "localhost").await;
+        assert_eq!(status, 200, "{body}");
+        let (status, _, _) = get(&format!("http://{}/metrics", a.verdict), "localhost").await;
+        assert_eq!(status, 200);
+        tokio::time::sleep(Duration::from_millis(1100)).await;
+    }
+    let log = a.new_log_lines().join("\n");
+    assert!(!log.contains("panicked"), "{log}");
+}
