@@ -46,6 +46,8 @@ pub struct App {
     pub crawlers: Crawlers,
     /// Web Bot Auth signatures: key directories fetched and cached.
     pub signatures: Signatures,
+    /// Which trap verdicts get a log line (one per rule and client a minute).
+    pub trap_lines: crate::log_sink::TrapLines,
 }
 
 /// A component that could not be built from the config.
@@ -131,6 +133,7 @@ impl App {
             admin,
             crawlers,
             signatures,
+            trap_lines: crate::log_sink::TrapLines::new(),
         })
     }
 }

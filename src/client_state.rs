@@ -227,6 +227,26 @@ impl ClientStates {
         Some(store.run(self.cache.clone()))
     }
 
+    /// With a store: sends every client's unsent requests and trap hits now, waiting at most
+    /// the store's `store-wait-ms` (at shutdown, so a stopping replica's last hits are shared).
+    /// Returns how many clients were sent.
+    pub async fn flush_store(&self) -> usize {
+        let Some(store) = self.store.as_ref() else { return 0 };
+        if !store.usable() {
+            return 0;
+        }
+        let unsent: Vec<(ClientKey, Arc<Record>)> = self
+            .cache
+            .iter()
+            .filter(|(_, record)| record.has_unsent())
+            .map(|(key, record)| (*key, record))
+            .collect();
+        let count = unsent.len();
+        let sends = unsent.iter().map(|(key, record)| store.sync(*key, record, false));
+        let _ = tokio::time::timeout(store.config().wait, futures_util::future::join_all(sends)).await;
+        count
+    }
+
     /// With a store: brings `key`'s shared history up to date when this replica's view of it is
     /// too old (or missing), waiting at most the store's budget, and returns the history the
     /// verdict should use (`observed`'s local rate limit kept). `None` when nothing was asked.
@@ -522,6 +542,12 @@ impl Record {
             shared.unsent = shared.unsent.add(delta);
         }
         !shared.queued && (shared.unsent.requests > 0 || shared.unsent.hits > 0)
+    }
+
+    /// Whether requests or hits wait to be sent.
+    fn has_unsent(&self) -> bool {
+        let inner = self.inner.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        inner.shared.as_ref().is_some_and(|shared| shared.unsent.requests > 0 || shared.unsent.hits > 0)
     }
 
     fn set_queued(&self, queued: bool) {

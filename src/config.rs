@@ -167,14 +167,7 @@ pub struct GeoConfig {
     pub country: Option<PathBuf>,
 }
 
-/// Log line format.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum LogFormat {
-    /// Human-readable lines.
-    Text,
-    /// One JSON object per line.
-    Json,
-}
+pub use crate::log_sink::LogFormat;
 
 /// The trap listener and its pages.
 #[derive(Clone, Debug, PartialEq)]

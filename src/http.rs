@@ -67,19 +67,27 @@ pub async fn serve(
     };
     let (stop, stopped) = watch::channel(false);
     let lists_written = Arc::new(tokio::sync::Notify::new());
-    let watcher = tokio::spawn(crate::reload::watch(app.clone(), lists_written.clone()));
-    // Dropped (and so stopped) with this function: pending updates of a stopping replica are
-    // not waited for.
-    let _store = app.clients.run_store().map(|syncer| AbortOnDrop(tokio::spawn(syncer)));
-    let refresher = app
-        .config
-        .lists
-        .refresh
-        .map(|every| tokio::spawn(crate::lists_update::refresh(app.clone(), every, lists_written)));
+    // Background tasks, each stopped when its handle is dropped (at the end of this function),
+    // and supervised meanwhile: one that ends or panics is logged and, where it can start again,
+    // restarted.
+    let watcher = {
+        let (app, lists_written) = (app.clone(), lists_written.clone());
+        supervise("reload watcher", move || Some(crate::reload::watch(app.clone(), lists_written.clone())))
+    };
+    // The syncer owns the store's queues, so it runs once; ending early is logged.
+    let mut syncer = app.clients.run_store();
+    let _store = syncer.is_some().then(|| supervise("store syncer", move || syncer.take()));
+    let refresher = app.config.lists.refresh.map(|every| {
+        let app = app.clone();
+        supervise("list refresher", move || {
+            Some(crate::lists_update::refresh(app.clone(), every, lists_written.clone()))
+        })
+    });
     let admin = admin.map(|admin| {
         listener::serve("admin", admin, admin_router(app.clone()), admin_limits, stopped.clone())
     });
     let verdict = listener::serve("verdict", verdict, verdict_router(app.clone()), limits, stopped.clone());
+    let flush = app.clone();
     let trap = listener::serve("trap", trap, trap_router(app), limits, stopped);
     let admin = async {
         if let Some(admin) = admin {
@@ -89,25 +97,50 @@ pub async fn serve(
     let servers = async { tokio::join!(verdict, trap, admin) };
     tokio::pin!(servers);
     tokio::select! {
-        _ = &mut servers => {
-            watcher.abort();
-            if let Some(refresher) = &refresher {
-                refresher.abort();
-            }
-            return Ok(());
-        }
+        _ = &mut servers => return Ok(()),
         () = shutdown => {}
     }
-    watcher.abort();
-    if let Some(refresher) = &refresher {
-        refresher.abort();
-    }
+    drop((watcher, refresher));
     let _ = stop.send(true);
     if tokio::time::timeout(SHUTDOWN_GRACE, servers).await.is_err() {
         tracing::warn!("connections still open after the shutdown grace period; closing them");
     }
+    // What this replica saw since the last sync goes to the store, within its wait budget.
+    let flushed = flush.clients.flush_store().await;
+    if flushed > 0 {
+        tracing::info!(clients = flushed, "sent the last updates to the client store");
+    }
     Ok(())
 }
+
+/// Runs the task `start` makes until the returned handle is dropped. A task that ends or panics
+/// is logged and started again a second later, as long as `start` makes another (`None` once
+/// it cannot, for a task that owns something it used up).
+fn supervise<F>(name: &'static str, mut start: impl FnMut() -> Option<F> + Send + 'static) -> AbortOnDrop
+where
+    F: Future<Output = ()> + Send + 'static,
+{
+    AbortOnDrop(tokio::spawn(async move {
+        let mut runs = 0;
+        while let Some(task) = start() {
+            runs += 1;
+            // Aborted with this loop's own task: the handle is dropped with it.
+            let mut running = AbortOnDrop(tokio::spawn(task));
+            match (&mut running.0).await {
+                Ok(()) => tracing::error!(task = name, "a background task ended"),
+                Err(error) if error.is_panic() => tracing::error!(task = name, "a background task panicked"),
+                Err(_) => return,
+            }
+            tokio::time::sleep(RESTART_AFTER).await;
+        }
+        if runs > 0 {
+            tracing::error!(task = name, "the background task cannot be started again");
+        }
+    }))
+}
+
+/// How long a background task that ended waits before it is started again.
+const RESTART_AFTER: Duration = Duration::from_secs(1);
 
 /// The listeners' limits: the configured ones, with the connection cap sized from the open-file
 /// limit (raised to its hard limit first) unless configured.

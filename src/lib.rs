@@ -28,6 +28,7 @@ pub mod geo;
 pub mod http;
 pub mod lists_update;
 pub mod log_field;
+pub mod log_sink;
 pub mod metrics;
 pub mod numbers;
 pub mod reload;

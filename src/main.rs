@@ -286,6 +286,8 @@ fn main() -> ExitCode {
             Ok(())
         }),
     };
+    // Lines still queued for the log writer go out before the exit.
+    quagmire::log_sink::flush();
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(Failure::Config(error)) => {
@@ -455,13 +457,7 @@ fn resolve_secret(config: &Config) -> Secret {
 }
 
 fn init_tracing(format: LogFormat) {
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
-    let _ = match format {
-        LogFormat::Text => builder.with_ansi(std::io::stderr().is_terminal()).try_init(),
-        LogFormat::Json => builder.json().try_init(),
-    };
+    quagmire::log_sink::init(format);
 }
 
 async fn shutdown_signal() {

@@ -139,6 +139,7 @@ pub struct Metrics {
     store_up: Gauge,
     rule_workers: Family<WorkerLabels, Gauge>,
     rule_jobs_queued: Gauge,
+    log_lines_dropped: Counter,
     /// ASNs with a label of their own, read without a lock on every verdict.
     asn_labelled: ArcSwap<HashMap<u32, String>>,
     /// How often each candidate ASN was seen.
@@ -286,6 +287,12 @@ impl Metrics {
                 "Verdicts waiting for a free rule worker",
                 Gauge::default(),
             ),
+            log_lines_dropped: register(
+                r,
+                "log_lines_dropped",
+                "Log lines dropped because the log sink could not keep up (the writer never blocks a verdict)",
+                Counter::default(),
+            ),
             asn_labelled: ArcSwap::from_pointee(HashMap::new()),
             asn_seen: Mutex::new(AsnCounts::default()),
             registry,
@@ -409,6 +416,8 @@ impl Metrics {
             Scope::Shared => "shared",
         };
         self.clients_over_threshold.get_or_create(&ScopeLabels { scope }).set(clients_over_threshold as i64);
+        let dropped = crate::log_sink::dropped();
+        self.log_lines_dropped.inc_by(dropped.saturating_sub(self.log_lines_dropped.get()));
         let mut open_metrics = String::new();
         // Writing to a String cannot fail.
         let _ = prometheus_client::encoding::text::encode(&mut open_metrics, &self.registry);
@@ -642,6 +651,7 @@ mod tests {
             "quagmire_rule_workers{state=\"active\"} 2",
             "quagmire_rule_workers{state=\"abandoned\"} 1",
             "quagmire_rule_jobs_queued 7",
+            "quagmire_log_lines_dropped_total 0",
             "quagmire_build_info{version=",
         ] {
             assert!(text.contains(expected), "missing {expected} in\n{text}");

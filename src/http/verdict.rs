@@ -79,7 +79,9 @@ fn respond(app: &App, judgement: &Judgement) -> Response {
     let decision = &judgement.decision;
     let facts = &judgement.facts;
     let shadow = config.mode == Mode::Shadow;
-    if decision.verdict == Verdict::Trap {
+    // In a flood most verdicts are traps: one line per rule and client a minute (the metrics
+    // count every one).
+    if decision.verdict == Verdict::Trap && app.trap_lines.admit(&decision.rule, facts.key) {
         tracing::info!(
             rule = %decision.rule,
             reason = %clipped(&decision.reason),
@@ -91,7 +93,7 @@ fn respond(app: &App, judgement: &Judgement) -> Response {
             shadow,
             "trap"
         );
-    } else {
+    } else if decision.verdict == Verdict::Allow {
         tracing::debug!(rule = %decision.rule, client = %facts.key, uri = %clipped(&facts.uri), "allow");
     }
     let location = match (decision.verdict, config.answer) {

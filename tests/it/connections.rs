@@ -217,3 +217,48 @@ async fn sigterm_with_a_page_dripping_exits_within_the_grace_period() {
     // New connections are refused once it has gone.
     assert!(TcpStream::connect(server.verdict).await.is_err());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_log_sink_that_blocks_does_not_slow_verdicts_or_health() {
+    let server = crate::support::Server::start_with_a_stalled_log(&[]);
+    let client = reqwest::Client::new();
+    // A scraper flood from many addresses: every verdict a trap, and (without sampling) a log
+    // line each, far more than a pipe holds (64 KiB) once nobody reads it.
+    let mut slowest = Duration::ZERO;
+    for round in 0..50u32 {
+        let flood = (0..100u32).map(|i| {
+            let client = client.clone();
+            let url = server.verdict_url();
+            async move {
+                let address = format!("198.18.{}.{}", round, i + 1);
+                let started = Instant::now();
+                let response = client
+                    .get(url)
+                    .header("x-forwarded-for", address)
+                    .header("x-forwarded-uri", format!("/page/{i}?{}", "x".repeat(400)))
+                    .header("user-agent", "Mozilla/5.0 (compatible; GPTBot/1.2; +https://openai.com/gptbot)")
+                    .send()
+                    .await
+                    .unwrap();
+                assert_eq!(response.status(), 403);
+                started.elapsed()
+            }
+        });
+        for took in futures_util::future::join_all(flood).await {
+            slowest = slowest.max(took);
+        }
+        let started = Instant::now();
+        let health = client.get(format!("http://{}/health", server.verdict)).send().await.unwrap();
+        assert_eq!(health.status(), 200);
+        slowest = slowest.max(started.elapsed());
+    }
+    assert!(slowest < Duration::from_secs(2), "a verdict or /health took {slowest:?} with the log blocked");
+    let metrics =
+        client.get(format!("http://{}/metrics", server.verdict)).send().await.unwrap().text().await.unwrap();
+    let dropped: u64 = metrics
+        .lines()
+        .find_map(|line| line.strip_prefix("quagmire_log_lines_dropped_total "))
+        .and_then(|value| value.trim().parse().ok())
+        .expect("the dropped-lines counter");
+    assert!(dropped > 0, "5,000 trap lines into a blocked sink, none dropped?");
+}

@@ -519,3 +519,19 @@ async fn a_record_with_absurd_times_in_the_store_does_not_break_a_scrape() {
     let log = a.new_log_lines().join("\n");
     assert!(!log.contains("panicked"), "{log}");
 }
+
+#[tokio::test]
+async fn a_stopping_replica_sends_what_it_has_not_sent_yet() {
+    let Some(redis) = Redis::start() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    // Requests go to the store once a minute here: only the shutdown can send the later ones.
+    let a = replica(dir.path(), "a", &[redis.url()], "    store-sync-ms 60000\n    store-wait-ms 500");
+    for _ in 0..10 {
+        assert_eq!(page_view(&a, "198.51.100.90").await.0, 200);
+    }
+    let rate = || cli(redis.port, &["HGET", "quagmire:{198.51.100.90}", "rate"]).parse::<f64>().unwrap_or(0.0);
+    assert!(rate() < 2.0, "sent before the shutdown: {}", rate());
+    let status = a.terminate(Duration::from_secs(10)).expect("exits after SIGTERM");
+    assert!(status.success(), "{status:?}");
+    assert!(rate() > 8.0, "the last requests were not sent: rate {}", rate());
+}

@@ -39,6 +39,16 @@ impl Server {
     /// Starts the server with `extra` arguments and these environment variables (which should
     /// include `QUAGMIRE_SECRET`).
     pub fn start_with_env(extra: &[&str], env: &[(&str, &str)]) -> Server {
+        Server::spawn(extra, env, true)
+    }
+
+    /// Starts the server, then stops reading its log once it listens: a log sink that blocks
+    /// (a full pipe), as a stalled journald or terminal would be.
+    pub fn start_with_a_stalled_log(extra: &[&str]) -> Server {
+        Server::spawn(extra, &[("QUAGMIRE_SECRET", SECRET)], false)
+    }
+
+    fn spawn(extra: &[&str], env: &[(&str, &str)], drain: bool) -> Server {
         let mut child = quagmire()
             .args(["serve", "--listen", "127.0.0.1:0", "--trap-listen", "127.0.0.1:0"])
             .args(extra)
@@ -51,9 +61,18 @@ impl Server {
         let stderr = child.stderr.take().unwrap();
         let (lines_tx, lines_rx) = mpsc::channel();
         std::thread::spawn(move || {
-            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            let mut lines = BufReader::new(stderr).lines();
+            for line in lines.by_ref().map_while(Result::ok) {
+                let listening = line.contains("listening");
                 // Keep draining after startup so the server never blocks on a full pipe.
                 let _ = lines_tx.send(line);
+                if listening && !drain {
+                    // Hold the pipe open, unread, for as long as the server runs.
+                    let held = lines;
+                    std::thread::park();
+                    drop(held);
+                    return;
+                }
             }
         });
         let mut log = Vec::new();
