@@ -451,39 +451,41 @@ fn what_cannot_be_right_is_refused_and_the_last_good_list_kept() {
     assert!(before == after, "a refused list changed");
 }
 
-/// Runs `command` to its end and returns its output and its peak resident memory in bytes.
+/// Runs `command` to its end and returns its output and its peak resident memory in bytes: the
+/// largest `VmHWM` (the kernel's high-water mark of the process's own memory, which starts
+/// afresh at exec) read from `/proc` while it runs.
 fn run_measured(command: &mut std::process::Command) -> (std::process::Output, u64) {
     use std::io::Read;
     let mut child =
         command.stdout(std::process::Stdio::piped()).stderr(std::process::Stdio::piped()).spawn().unwrap();
-    let (mut stdout, mut stderr) = (child.stdout.take().unwrap(), child.stderr.take().unwrap());
-    let out = std::thread::spawn(move || {
-        let mut text = Vec::new();
-        stdout.read_to_end(&mut text).unwrap();
-        text
-    });
-    let mut err = Vec::new();
-    stderr.read_to_end(&mut err).unwrap();
-    let pid = libc::pid_t::try_from(child.id()).unwrap();
-    let (status, usage) = wait_with_usage(pid);
-    std::mem::forget(child);
-    let output = std::process::Output { status, stdout: out.join().unwrap(), stderr: err };
-    (output, usage)
-}
-
-/// `wait4` for one child: its exit status and peak resident memory (Linux gives kilobytes).
-fn wait_with_usage(pid: libc::pid_t) -> (std::process::ExitStatus, u64) {
-    use std::os::unix::process::ExitStatusExt;
-    let mut status = 0;
-    // SAFETY: `usage` is a plain C struct that wait4 fills; `status` an int it writes.
-    #[allow(unsafe_code)]
-    let usage = unsafe {
-        let mut usage: libc::rusage = std::mem::zeroed();
-        let waited = libc::wait4(pid, &mut status, 0, &mut usage);
-        assert_eq!(waited, pid, "wait4 failed");
-        usage
+    let drain = |mut pipe: Box<dyn Read + Send>| {
+        std::thread::spawn(move || {
+            let mut text = Vec::new();
+            pipe.read_to_end(&mut text).unwrap();
+            text
+        })
     };
-    (std::process::ExitStatus::from_raw(status), u64::try_from(usage.ru_maxrss).unwrap() * 1024)
+    let stdout = drain(Box::new(child.stdout.take().unwrap()));
+    let stderr = drain(Box::new(child.stderr.take().unwrap()));
+    let status_file = format!("/proc/{}/status", child.id());
+    let mut peak = 0;
+    let status = loop {
+        if let Ok(text) = std::fs::read_to_string(&status_file)
+            && let Some(kilobytes) = text
+                .lines()
+                .find_map(|line| line.strip_prefix("VmHWM:"))
+                .and_then(|value| value.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+        {
+            peak = peak.max(kilobytes * 1024);
+        }
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        std::thread::sleep(Duration::from_millis(2));
+    };
+    let output =
+        std::process::Output { status, stdout: stdout.join().unwrap(), stderr: stderr.join().unwrap() };
+    (output, peak)
 }
 
 #[test]

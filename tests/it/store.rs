@@ -529,7 +529,8 @@ async fn a_stopping_replica_sends_what_it_has_not_sent_yet() {
     for _ in 0..10 {
         assert_eq!(page_view(&a, "198.51.100.90").await.0, 200);
     }
-    let rate = || cli(redis.port, &["HGET", "quagmire:{198.51.100.90}", "rate"]).parse::<f64>().unwrap_or(0.0);
+    let rate =
+        || cli(redis.port, &["HGET", "quagmire:{198.51.100.90}", "rate"]).parse::<f64>().unwrap_or(0.0);
     assert!(rate() < 2.0, "sent before the shutdown: {}", rate());
     let status = a.terminate(Duration::from_secs(10)).expect("exits after SIGTERM");
     assert!(status.success(), "{status:?}");
