@@ -56,47 +56,8 @@ pub struct Config {
     pub web_bot_auth: WebBotAuthConfig,
 }
 
-/// Web Bot Auth (HTTP Message Signatures from agents that sign their requests): whether it is on,
-/// which key directories may be fetched, and the budgets that keep a spray of forged
-/// `Signature-Agent` values from stalling verdicts or making quagmire fetch URLs at rate.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct WebBotAuthConfig {
-    /// Whether signatures are checked at all; off, every request is `unsigned` to the rules.
-    pub enabled: bool,
-    /// Whether `http://` key directories may be fetched (tests, local mirrors); only `https://`
-    /// otherwise, since a directory read in the clear proves nothing.
-    pub allow_http: bool,
-    /// Whether key directories may be fetched from loopback, private, link-local and other
-    /// non-public addresses (tests, local mirrors); otherwise such a `Signature-Agent` leads to
-    /// no connection, whatever its spelling or what its name resolves to.
-    pub allow_private: bool,
-    /// Longest one directory fetch (connect, answer, body) may take before it counts as failed.
-    pub timeout: Duration,
-    /// Longest a verdict waits for a directory fetch; past it the verdict goes on with the
-    /// signature pending and the directory is kept for the next request.
-    pub verdict_wait: Duration,
-    /// Directory fetches started per second, at most (a burst of as many is allowed).
-    pub fetches_per_second: u32,
-    /// Directory fetches in flight at once, at most.
-    pub max_pending: usize,
-}
-
-/// The resolver that forward-confirmed reverse DNS asks, and the budgets that keep a spray of fake
-/// crawlers from stalling verdicts or turning quagmire into a DNS amplifier.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct DnsConfig {
-    /// Name servers (`IP:port`); empty uses the system's (`/etc/resolv.conf`).
-    pub servers: Vec<SocketAddr>,
-    /// Longest one verification (PTR, then A/AAAA) may take before it counts as unanswered.
-    pub timeout: Duration,
-    /// Longest a verdict waits for a verification it started; past it the verdict goes on with
-    /// the claim unconfirmed ("pending") and the answer is kept for the next request.
-    pub verdict_wait: Duration,
-    /// Verifications started per second, at most (a burst of as many is allowed).
-    pub lookups_per_second: u32,
-    /// Verifications in flight at once, at most.
-    pub max_pending: usize,
-}
+pub use crate::crawler::DnsConfig;
+pub use crate::signature::WebBotAuthConfig;
 
 /// Where `/metrics` and `/api/trapped` are served, and who may read them.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]

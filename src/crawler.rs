@@ -11,7 +11,7 @@
 //! and number in flight, so a spray of fake "Googlebot" clients from many addresses costs at
 //! most `lookups-per-second` verifications a second; the rest stay pending.
 
-use std::net::IpAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -23,52 +23,27 @@ use hickory_resolver::net::runtime::TokioRuntimeProvider;
 use hickory_resolver::proto::rr::RData;
 use tokio::sync::watch;
 
-use crate::config::DnsConfig;
 use crate::metrics::Metrics;
 use crate::rules::lists::{DomainList, List, NetworkList, is_under};
 use crate::single_flight::{Entry, Settings, SingleFlight};
 
-/// How a claim was checked.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Check {
-    /// The address is in the crawler's published ranges.
-    Ranges,
-    /// The address's PTR name is under the crawler's domain and resolves back to it.
-    ReverseDns,
-    /// Neither: the address is outside the published ranges, and DNS (where the crawler has a
-    /// documented domain) answered that it is not the crawler's.
-    Failed,
-    /// Not known yet: a DNS verification is under way, timed out, failed to get an answer, or a
-    /// budget left it unchecked. Proves nothing either way.
-    Pending,
-}
+pub use crate::claims::{Claim, CrawlerCheck as Check};
 
-impl Check {
-    /// The name rules and metrics see: `ranges`, `reverse-dns`, `failed` or `pending`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Check::Ranges => "ranges",
-            Check::ReverseDns => "reverse-dns",
-            Check::Failed => "failed",
-            Check::Pending => "pending",
-        }
-    }
-
-    /// Whether the claim is proven.
-    pub fn verified(self) -> bool {
-        matches!(self, Check::Ranges | Check::ReverseDns)
-    }
-}
-
-/// A request's claim to be a known crawler, and what checking it found.
+/// The resolver that forward-confirmed reverse DNS asks, and the budgets that keep a spray of fake
+/// crawlers from stalling verdicts or turning quagmire into a DNS amplifier.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Claim {
-    /// The crawler the User-Agent names (the list's label, such as `Googlebot`).
-    pub crawler: String,
-    /// How the claim was checked.
-    pub check: Check,
-    /// What the check found, for people (`explain`, logs): the PTR name, or why it failed.
-    pub detail: Arc<str>,
+pub struct DnsConfig {
+    /// Name servers (`IP:port`); empty uses the system's (`/etc/resolv.conf`).
+    pub servers: Vec<SocketAddr>,
+    /// Longest one verification (PTR, then A/AAAA) may take before it counts as unanswered.
+    pub timeout: Duration,
+    /// Longest a verdict waits for a verification it started; past it the verdict goes on with
+    /// the claim unconfirmed ("pending") and the answer is kept for the next request.
+    pub verdict_wait: Duration,
+    /// Verifications started per second, at most (a burst of as many is allowed).
+    pub lookups_per_second: u32,
+    /// Verifications in flight at once, at most.
+    pub max_pending: usize,
 }
 
 /// What one DNS verification of (address, crawler) found.

@@ -8,9 +8,8 @@ use axum::http::HeaderMap;
 
 use crate::client::{ClientKey, HeaderLines};
 use crate::client_state::History;
-use crate::crawler::Claim;
+use crate::claims::{Claim, Signature};
 use crate::geo::GeoInfo;
-use crate::signature::Signature;
 
 /// One request as the rules see it.
 #[derive(Clone, Debug)]

@@ -15,6 +15,7 @@
 
 pub mod app;
 pub mod bounded_file;
+pub mod claims;
 pub mod client;
 pub mod client_state;
 pub mod config;
@@ -41,6 +42,7 @@ pub mod snippets;
 pub mod trap_url;
 pub mod user_agent;
 pub mod verdict;
+pub mod vocabulary;
 
 pub use app::App;
 pub use config::Config;

@@ -18,7 +18,7 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::{Metric, Registry, Unit};
 
-use crate::rules::Verdict;
+use crate::vocabulary::Verdict;
 use crate::user_agent::remembered_family;
 
 /// ASNs that get a label of their own; the rest are counted as `other`.

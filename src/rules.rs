@@ -32,6 +32,7 @@ use std::time::Duration;
 use arc_swap::ArcSwap;
 
 use crate::facts::Facts;
+pub use crate::vocabulary::Verdict;
 use lists::List;
 pub use pool::PoolStats;
 
@@ -52,24 +53,6 @@ pub const DEFAULT_LISTS: &[(&str, &str)] = &[
     ("web-archive-asns.txt", include_str!("../rules/lists/web-archive-asns.txt")),
 ];
 
-/// What a request gets.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Verdict {
-    /// Let it through to the site.
-    Allow,
-    /// Send it to the trap.
-    Trap,
-}
-
-impl Verdict {
-    /// `allow` or `trap`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Verdict::Allow => "allow",
-            Verdict::Trap => "trap",
-        }
-    }
-}
 
 /// The outcome of evaluating the rules for one request.
 #[derive(Clone, Debug, PartialEq)]

@@ -31,45 +31,35 @@ use web_bot_auth::{ImplementationError, SignatureAgentLink, WebBotAuthVerifier};
 
 use self::directory::{Directory, Fetcher};
 use crate::client::HeaderLines;
-use crate::config::WebBotAuthConfig;
 use crate::facts::Facts;
 use crate::metrics::Metrics;
 use crate::single_flight::{Entry, Settings, SingleFlight};
 
-/// What checking a signed request found.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Check {
-    /// The signature verifies with a key from the agent's directory.
-    Verified,
-    /// The signature is malformed, expired, covers too little, or does not verify.
-    Invalid,
-    /// Not known yet: the agent's directory is being fetched, could not be fetched, or a budget
-    /// left it unfetched. Proves nothing either way.
-    Pending,
-}
+pub use crate::claims::{Signature, SignatureCheck as Check};
 
-impl Check {
-    /// The name rules and metrics see: `verified`, `invalid` or `pending` (`unsigned` is no
-    /// signature at all).
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Check::Verified => "verified",
-            Check::Invalid => "invalid",
-            Check::Pending => "pending",
-        }
-    }
-}
-
-/// A signed request's signature and what checking it found.
+/// Web Bot Auth (HTTP Message Signatures from agents that sign their requests): whether it is on,
+/// which key directories may be fetched, and the budgets that keep a spray of forged
+/// `Signature-Agent` values from stalling verdicts or making quagmire fetch URLs at rate.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Signature {
-    /// How the signature checked.
-    pub check: Check,
-    /// The agent the signature claims: its `Signature-Agent`'s host (such as `chatgpt.com`),
-    /// empty when it names none. Proven only when `check` is `Verified`.
-    pub agent: String,
-    /// What the check found, for people (`explain`, logs).
-    pub detail: Arc<str>,
+pub struct WebBotAuthConfig {
+    /// Whether signatures are checked at all; off, every request is `unsigned` to the rules.
+    pub enabled: bool,
+    /// Whether `http://` key directories may be fetched (tests, local mirrors); only `https://`
+    /// otherwise, since a directory read in the clear proves nothing.
+    pub allow_http: bool,
+    /// Whether key directories may be fetched from loopback, private, link-local and other
+    /// non-public addresses (tests, local mirrors); otherwise such a `Signature-Agent` leads to
+    /// no connection, whatever its spelling or what its name resolves to.
+    pub allow_private: bool,
+    /// Longest one directory fetch (connect, answer, body) may take before it counts as failed.
+    pub timeout: Duration,
+    /// Longest a verdict waits for a directory fetch; past it the verdict goes on with the
+    /// signature pending and the directory is kept for the next request.
+    pub verdict_wait: Duration,
+    /// Directory fetches started per second, at most (a burst of as many is allowed).
+    pub fetches_per_second: u32,
+    /// Directory fetches in flight at once, at most.
+    pub max_pending: usize,
 }
 
 /// How far a signature's `created` may lie in the future, and its `expires` in the past: clocks

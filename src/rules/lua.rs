@@ -23,7 +23,7 @@ use super::{Compiled, Decision, FailMode, RuleOutcome, RulesError, Verdict};
 use super::{helpers, patterns, seal};
 use crate::facts::{Coverage, Facts};
 use crate::numbers::Decimal;
-use crate::signature;
+use crate::claims::SignatureCheck;
 
 /// Loading a script gets this many times a request's time limit.
 const SETUP_LIMIT_FACTOR: u32 = 10;
@@ -251,7 +251,7 @@ fn fill_blob(blob: &mut String, facts: &Facts) -> [usize; 14] {
     ends[11] = blob.len();
     match &facts.signature {
         Some(signature) => {
-            if signature.check == signature::Check::Verified {
+            if signature.check == SignatureCheck::Verified {
                 blob.push_str(&signature.agent);
             }
             ends[12] = blob.len();

@@ -1,0 +1,86 @@
+//! What the verifiers found about a request, as facts for the rules: a claim to be a known
+//! crawler and how the address bore it out (`crawler` checks it), and a Web Bot Auth signature
+//! and how it checked (`signature` checks it). Defined below both the verifiers and `facts`, which
+//! carries them to the rules.
+
+use std::sync::Arc;
+
+/// How a claim was checked.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CrawlerCheck {
+    /// The address is in the crawler's published ranges.
+    Ranges,
+    /// The address's PTR name is under the crawler's domain and resolves back to it.
+    ReverseDns,
+    /// Neither: the address is outside the published ranges, and DNS (where the crawler has a
+    /// documented domain) answered that it is not the crawler's.
+    Failed,
+    /// Not known yet: a DNS verification is under way, timed out, failed to get an answer, or a
+    /// budget left it unchecked. Proves nothing either way.
+    Pending,
+}
+
+impl CrawlerCheck {
+    /// The name rules and metrics see: `ranges`, `reverse-dns`, `failed` or `pending`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CrawlerCheck::Ranges => "ranges",
+            CrawlerCheck::ReverseDns => "reverse-dns",
+            CrawlerCheck::Failed => "failed",
+            CrawlerCheck::Pending => "pending",
+        }
+    }
+
+    /// Whether the claim is proven.
+    pub fn verified(self) -> bool {
+        matches!(self, CrawlerCheck::Ranges | CrawlerCheck::ReverseDns)
+    }
+}
+
+/// A request's claim to be a known crawler, and what checking it found.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Claim {
+    /// The crawler the User-Agent names (the list's label, such as `Googlebot`).
+    pub crawler: String,
+    /// How the claim was checked.
+    pub check: CrawlerCheck,
+    /// What the check found, for people (`explain`, logs): the PTR name, or why it failed.
+    pub detail: Arc<str>,
+}
+
+/// What checking a signed request found.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SignatureCheck {
+    /// The signature verifies with a key from the agent's directory.
+    Verified,
+    /// The signature is malformed, expired, covers too little, or does not verify.
+    Invalid,
+    /// Not known yet: the agent's directory is being fetched, could not be fetched, or a budget
+    /// left it unfetched. Proves nothing either way.
+    Pending,
+}
+
+impl SignatureCheck {
+    /// The name rules and metrics see: `verified`, `invalid` or `pending` (`unsigned` is no
+    /// signature at all).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SignatureCheck::Verified => "verified",
+            SignatureCheck::Invalid => "invalid",
+            SignatureCheck::Pending => "pending",
+        }
+    }
+}
+
+/// A signed request's signature and what checking it found.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Signature {
+    /// How the signature checked.
+    pub check: SignatureCheck,
+    /// The agent the signature claims: its `Signature-Agent`'s host (such as `chatgpt.com`),
+    /// empty when it names none. Proven only when `check` is `Verified`.
+    pub agent: String,
+    /// What the check found, for people (`explain`, logs).
+    pub detail: Arc<str>,
+}
+
