@@ -15,7 +15,6 @@ use crate::generator::Generator;
 use crate::generator::markov::{Chain, ChainError};
 use crate::generator::template::{Template, TemplateError};
 use crate::geo::{Geo, GeoError};
-use crate::http::admin::Admin;
 use crate::metrics::Metrics;
 use crate::rules::{Rules, RulesError};
 use crate::secret::Secret;
@@ -40,8 +39,6 @@ pub struct App {
     pub rules: Rules,
     /// Prometheus metrics.
     pub metrics: Arc<Metrics>,
-    /// The admin endpoints' token and shared snapshot.
-    pub admin: Admin,
     /// Crawler claims: published ranges and forward-confirmed reverse DNS.
     pub crawlers: Crawlers,
     /// Web Bot Auth signatures: key directories fetched and cached.
@@ -118,7 +115,6 @@ impl App {
             let store = Store::new(config.clients.store.clone(), config.clients.clone(), metrics.clone());
             clients = clients.with_store(store);
         }
-        let admin = Admin::new(config.admin.token.as_deref());
         let crawlers = Crawlers::new(&config.dns, metrics.clone());
         let signatures = Signatures::new(&config.web_bot_auth, metrics.clone());
         Ok(App {
@@ -130,7 +126,6 @@ impl App {
             geo,
             rules,
             metrics,
-            admin,
             crawlers,
             signatures,
             trap_lines: crate::log_sink::TrapLines::new(),

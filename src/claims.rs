@@ -83,4 +83,3 @@ pub struct Signature {
     /// What the check found, for people (`explain`, logs).
     pub detail: Arc<str>,
 }
-

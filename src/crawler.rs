@@ -23,8 +23,8 @@ use hickory_resolver::net::runtime::TokioRuntimeProvider;
 use hickory_resolver::proto::rr::RData;
 use tokio::sync::watch;
 
+use crate::lists::{DomainList, List, NetworkList, is_under};
 use crate::metrics::Metrics;
-use crate::rules::lists::{DomainList, List, NetworkList, is_under};
 use crate::single_flight::{Entry, Settings, SingleFlight};
 
 pub use crate::claims::{Claim, CrawlerCheck as Check};

@@ -6,9 +6,9 @@ use std::sync::Arc;
 
 use axum::http::HeaderMap;
 
+use crate::claims::{Claim, Signature};
 use crate::client::{ClientKey, HeaderLines};
 use crate::client_state::History;
-use crate::claims::{Claim, Signature};
 use crate::geo::GeoInfo;
 
 /// One request as the rules see it.

@@ -7,9 +7,7 @@
 //! - trap listener: every method and path is a generated page (see [`trap`]).
 
 pub mod admin;
-pub mod fetch;
 mod listener;
-pub mod public_only;
 pub mod trap;
 pub mod verdict;
 
@@ -33,17 +31,23 @@ const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
 /// Routes of the verdict listener; the admin routes too when they have no listener of their own.
 pub fn verdict_router(app: Arc<App>) -> Router {
     let router = Router::new().route("/verdict", any(verdict::verdict)).route("/health", any(health));
-    let router = if app.config.admin.listen.is_none() { with_admin_routes(router) } else { router };
+    let router = if app.config.admin.listen.is_none() { with_admin_routes(router, &app) } else { router };
     router.with_state(app)
 }
 
 /// Routes of the admin listener.
 pub fn admin_router(app: Arc<App>) -> Router {
-    with_admin_routes(Router::new().route("/health", any(health))).with_state(app)
+    with_admin_routes(Router::new().route("/health", any(health)), &app).with_state(app)
 }
 
-fn with_admin_routes(router: Router<Arc<App>>) -> Router<Arc<App>> {
-    router.route("/metrics", get(admin::metrics)).route("/api/trapped", get(admin::trapped))
+/// The admin routes, with the state they share (the token, the last snapshot) as an extension:
+/// the endpoints' own state, not the application's.
+fn with_admin_routes(router: Router<Arc<App>>, app: &App) -> Router<Arc<App>> {
+    let admin = Arc::new(admin::Admin::new(app.config.admin.token.as_deref()));
+    router
+        .route("/metrics", get(admin::metrics))
+        .route("/api/trapped", get(admin::trapped))
+        .layer(axum::Extension(admin))
 }
 
 /// Routes of the trap listener: everything is a trap page.
@@ -80,7 +84,7 @@ pub async fn serve(
     let refresher = app.config.lists.refresh.map(|every| {
         let app = app.clone();
         supervise("list refresher", move || {
-            Some(crate::lists_update::refresh(app.clone(), every, lists_written.clone()))
+            Some(crate::reload::refresh_lists(app.clone(), every, lists_written.clone()))
         })
     });
     let admin = admin.map(|admin| {

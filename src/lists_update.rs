@@ -5,7 +5,7 @@
 //! Each list file is built from one or more sources (a URL, a [`Format`], and for network lists
 //! the label its prefixes get). A list is rewritten only when every one of its sources was
 //! fetched and read, each label has at least half the entries it had, and the new text reads back
-//! through [`List::parse`](crate::rules::lists::List::parse) as the same kind of list; otherwise
+//! through [`List::parse`](crate::lists::List::parse) as the same kind of list; otherwise
 //! the current file stays as it is. Files are replaced by a rename, so the service's reload (on
 //! file change) reads the old list or the new one, never half of one. Fetching runs on the async
 //! runtime and the rest on the blocking pool, so a refresh never holds a verdict.
@@ -17,14 +17,10 @@ pub mod sanity;
 use std::collections::{HashMap, HashSet};
 use std::fmt;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-use tokio::sync::Notify;
-
-use crate::app::App;
-use crate::http::fetch::{Fetcher, LIST_REDIRECTS, Options};
-use crate::rules::{DEFAULT_LISTS, RulesError};
+use crate::lists::{DEFAULT_LISTS, ListFileError};
+use crate::outbound::{Fetcher, LIST_REDIRECTS, Options};
 pub use formats::{Format, Kind};
 
 /// The User-Agent of `lists update`'s requests.
@@ -85,7 +81,7 @@ pub enum ListError {
     },
     /// The new text does not read back as a list.
     #[error("the new list does not read back: {0}")]
-    RoundTrip(#[from] RulesError),
+    RoundTrip(#[from] ListFileError),
     /// The new text would read back as another kind of list.
     #[error("the new list would read back as {read_as}")]
     WrongKind {
@@ -290,66 +286,6 @@ fn write_list(
     file::write_atomically(path, &rendered.text)
         .map_err(|source| ListError::Write { path: path.to_path_buf(), source })?;
     Ok(Written { labels: rendered.labels, kept: rendered.kept, embedded: false })
-}
-
-/// Refreshes the lists in the configured folder every `every` until the task is dropped,
-/// starting when the oldest of them is `every` old (at once for a missing one), and tells
-/// `written` after a round that wrote a list, so the rules reload. A list whose source fails
-/// keeps its file; that is logged once per list per round.
-pub async fn refresh(app: Arc<App>, every: Duration, written: Arc<Notify>) {
-    let Some(folder) = app.config.rules.lists.clone() else {
-        return;
-    };
-    let config = &app.config.lists;
-    let mut wait = first_wait(&folder, config, every);
-    tracing::info!(
-        every_s = every.as_secs_f64(),
-        next_in_s = wait.as_secs(),
-        folder = %folder.display(),
-        "refreshing the lists on a schedule"
-    );
-    loop {
-        tokio::time::sleep(wait).await;
-        wait = every;
-        let reports = update(&folder, config).await;
-        let mut any_written = false;
-        for report in &reports {
-            match &report.result {
-                Ok(_) => {
-                    any_written = true;
-                    tracing::info!(list = %report.file, "{report}");
-                }
-                Err(error) => {
-                    tracing::warn!(list = %report.file, %error, "a list source failed; the current list stays")
-                }
-            }
-        }
-        if any_written {
-            written.notify_one();
-        }
-    }
-}
-
-/// How long until the oldest list with sources in `folder` is `every` old.
-fn first_wait(folder: &Path, config: &ListsConfig, every: Duration) -> Duration {
-    let now = SystemTime::now();
-    config
-        .sources
-        .iter()
-        .map(|source| {
-            let modified = std::fs::metadata(folder.join(format!("{}.txt", source.list)))
-                .and_then(|meta| meta.modified())
-                .ok();
-            let age = modified.and_then(|modified| now.duration_since(modified).ok());
-            match (modified, age) {
-                (None, _) => Duration::ZERO,
-                (Some(_), Some(age)) => every.saturating_sub(age),
-                // Modified in the future (a clock step): wait a whole interval.
-                (Some(_), None) => every,
-            }
-        })
-        .min()
-        .unwrap_or(every)
 }
 
 #[cfg(test)]

@@ -18,8 +18,8 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::{Metric, Registry, Unit};
 
-use crate::vocabulary::Verdict;
 use crate::user_agent::remembered_family;
+use crate::vocabulary::Verdict;
 
 /// ASNs that get a label of their own; the rest are counted as `other`.
 pub const ASN_LABELS: usize = 20;

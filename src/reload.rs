@@ -1,15 +1,17 @@
 //! Hot reload: on SIGHUP, when a watched file changes, and when the scheduled list refresh wrote
 //! lists, the rules, lists and enrichment databases are loaded again. A broken new version is
-//! logged and the old one keeps running.
+//! logged and the old one keeps running. The scheduled list refresh (`lists { refresh-hours }`)
+//! lives here too: it is what keeps a running service's lists fresh.
 
 use std::collections::HashMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use tokio::sync::Notify;
 
 use crate::app::App;
+use crate::lists_update::ListsConfig;
 
 /// How often watched files are checked for changes.
 const POLL_INTERVAL: Duration = Duration::from_secs(2);
@@ -104,4 +106,64 @@ fn modification_times(files: &[PathBuf]) -> HashMap<PathBuf, Option<SystemTime>>
         .iter()
         .map(|path| (path.clone(), std::fs::metadata(path).and_then(|meta| meta.modified()).ok()))
         .collect()
+}
+
+/// Refreshes the lists in the configured folder every `every` until the task is dropped,
+/// starting when the oldest of them is `every` old (at once for a missing one), and tells
+/// `written` after a round that wrote a list, so the rules reload. A list whose source fails
+/// keeps its file; that is logged once per list per round.
+pub async fn refresh_lists(app: Arc<App>, every: Duration, written: Arc<Notify>) {
+    let Some(folder) = app.config.rules.lists.clone() else {
+        return;
+    };
+    let config = &app.config.lists;
+    let mut wait = first_wait(&folder, config, every);
+    tracing::info!(
+        every_s = every.as_secs_f64(),
+        next_in_s = wait.as_secs(),
+        folder = %folder.display(),
+        "refreshing the lists on a schedule"
+    );
+    loop {
+        tokio::time::sleep(wait).await;
+        wait = every;
+        let reports = crate::lists_update::update(&folder, config).await;
+        let mut any_written = false;
+        for report in &reports {
+            match &report.result {
+                Ok(_) => {
+                    any_written = true;
+                    tracing::info!(list = %report.file, "{report}");
+                }
+                Err(error) => {
+                    tracing::warn!(list = %report.file, %error, "a list source failed; the current list stays")
+                }
+            }
+        }
+        if any_written {
+            written.notify_one();
+        }
+    }
+}
+
+/// How long until the oldest list with sources in `folder` is `every` old.
+fn first_wait(folder: &Path, config: &ListsConfig, every: Duration) -> Duration {
+    let now = SystemTime::now();
+    config
+        .sources
+        .iter()
+        .map(|source| {
+            let modified = std::fs::metadata(folder.join(format!("{}.txt", source.list)))
+                .and_then(|meta| meta.modified())
+                .ok();
+            let age = modified.and_then(|modified| now.duration_since(modified).ok());
+            match (modified, age) {
+                (None, _) => Duration::ZERO,
+                (Some(_), Some(age)) => every.saturating_sub(age),
+                // Modified in the future (a clock step): wait a whole interval.
+                (Some(_), None) => every,
+            }
+        })
+        .min()
+        .unwrap_or(every)
 }

@@ -13,7 +13,7 @@
 
 mod driver;
 mod helpers;
-pub mod lists;
+pub use crate::lists;
 mod lua;
 mod patterns;
 mod pool;
@@ -39,20 +39,7 @@ pub use pool::PoolStats;
 /// The embedded default ruleset.
 pub const DEFAULT_SCRIPT: (&str, &str) = ("rules/default.lua", include_str!("../rules/default.lua"));
 
-/// The embedded default lists (file name, text).
-pub const DEFAULT_LISTS: &[(&str, &str)] = &[
-    ("always-allowed-paths.txt", include_str!("../rules/lists/always-allowed-paths.txt")),
-    ("ai-crawlers.txt", include_str!("../rules/lists/ai-crawlers.txt")),
-    ("http-libraries.txt", include_str!("../rules/lists/http-libraries.txt")),
-    ("search-engines.txt", include_str!("../rules/lists/search-engines.txt")),
-    ("ai-crawler-ranges.txt", include_str!("../rules/lists/ai-crawler-ranges.txt")),
-    ("datacenter-asns.txt", include_str!("../rules/lists/datacenter-asns.txt")),
-    ("crawler-domains.txt", include_str!("../rules/lists/crawler-domains.txt")),
-    ("link-previews.txt", include_str!("../rules/lists/link-previews.txt")),
-    ("web-archives.txt", include_str!("../rules/lists/web-archives.txt")),
-    ("web-archive-asns.txt", include_str!("../rules/lists/web-archive-asns.txt")),
-];
-
+pub use crate::lists::DEFAULT_LISTS;
 
 /// The outcome of evaluating the rules for one request.
 #[derive(Clone, Debug, PartialEq)]
@@ -130,15 +117,8 @@ pub enum RulesError {
     #[error("{0}")]
     Workers(String),
     /// A list entry is malformed.
-    #[error("rules list {file}, line {line}: {message}")]
-    List {
-        /// The list file.
-        file: String,
-        /// 1-based line.
-        line: usize,
-        /// What is wrong.
-        message: String,
-    },
+    #[error(transparent)]
+    List(#[from] crate::lists::ListFileError),
     /// The script does not compile or does not return a list of rules.
     #[error("{0}")]
     Script(String),

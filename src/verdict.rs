@@ -10,8 +10,8 @@ use std::time::Instant;
 
 use crate::app::App;
 use crate::facts::{Coverage, Facts, Headers};
+use crate::lists::List;
 use crate::metrics::HitSource;
-use crate::rules::lists::List;
 use crate::rules::{Decision, RuleOutcome};
 
 /// The lists crawler claims are checked against: published ranges (`search-engines.txt`) and

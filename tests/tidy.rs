@@ -1,7 +1,10 @@
 //! House rules that hold for every source file, checked on the tree as it is:
 //! - every `src/**/*.rs` starts with a `//!` doc saying what it owns;
 //! - `unsafe` appears only in the files listed here, each of which says why at its top;
-//! - every `unsafe` block and `unsafe impl` has a `SAFETY:` comment just above it (or on its line).
+//! - every `unsafe` block and `unsafe impl` has a `SAFETY:` comment just above it (or on its line);
+//! - every `crate::` path in library code runs down the layer order ARCHITECTURE.md states
+//!   ([`LAYERS`]), never up or across to a module listed after it, so no two modules import each
+//!   other, however indirectly.
 
 use std::path::{Path, PathBuf};
 
@@ -15,6 +18,48 @@ const UNSAFE_FILES: &[(&str, &str)] = &[
         "reading upvalues and real metatables to seal a script, which mlua has no safe form of",
     ),
     ("src/rules/watchdog.rs", "the time limit: a signal handler, thread CPU clocks and a Lua hook"),
+];
+
+/// The library's top-level modules from the ground up, in layers (ARCHITECTURE.md, "Layers").
+/// Code in a module may use the modules listed before it, never one listed after it: within a
+/// layer the order is the one the code needs. Tests (`tests.rs`, `tests/`, `#[cfg(test)]`
+/// modules) may use anything, as they build whole applications to check one part.
+const LAYERS: &[(&str, &[&str])] = &[
+    (
+        "vocabulary and utilities",
+        &[
+            "vocabulary",
+            "numbers",
+            "log_field",
+            "bounded_file",
+            "secret",
+            "fd_limit",
+            "user_agent",
+            "client",
+            "log_sink",
+            "metrics",
+            "single_flight",
+            "outbound",
+        ],
+    ),
+    ("data", &["trap_url", "lists", "geo", "corpus"]),
+    (
+        "components",
+        &[
+            "client_state",
+            "claims",
+            "facts",
+            "crawler",
+            "signature",
+            "rules",
+            "generator",
+            "snippets",
+            "lists_update",
+        ],
+    ),
+    ("settings", &["config"]),
+    ("assembly", &["app"]),
+    ("front doors", &["verdict", "reload", "explain", "replay", "http"]),
 ];
 
 /// Lines above an `unsafe` block searched for its `SAFETY:` comment.
@@ -95,4 +140,57 @@ fn every_unsafe_block_says_why_it_is_sound() {
         }
     }
     assert!(unexplained.is_empty(), "unsafe without a SAFETY: comment at {unexplained:?}");
+}
+
+/// The top-level module a source file belongs to (`src/rules/lua.rs` is `rules`); `None` for the
+/// crate roots and for test files.
+fn module_of(name: &str) -> Option<&str> {
+    let path = name.strip_prefix("src/")?;
+    if path == "lib.rs" || path == "main.rs" || path.ends_with("/tests.rs") || path.contains("/tests/") {
+        return None;
+    }
+    Some(path.split('/').next()?.trim_end_matches(".rs"))
+}
+
+/// The library code of a file: its text up to a `#[cfg(test)]` module, without comments.
+fn library_lines(text: &str) -> impl Iterator<Item = (usize, &str)> {
+    let lines: Vec<&str> = text.lines().collect();
+    let end = lines
+        .windows(2)
+        .position(|pair| pair[0].trim() == "#[cfg(test)]" && pair[1].trim_start().starts_with("mod "))
+        .unwrap_or(lines.len());
+    lines.into_iter().take(end).enumerate().map(|(index, line)| (index + 1, code(line)))
+}
+
+#[test]
+fn imports_run_down_the_layers_and_never_in_a_circle() {
+    let rank: Vec<&str> = LAYERS.iter().flat_map(|(_, modules)| modules.iter().copied()).collect();
+    let position = |module: &str| rank.iter().position(|known| *known == module);
+    let mut problems = Vec::new();
+    for (name, text) in all_sources() {
+        let Some(module) = module_of(&name) else { continue };
+        let Some(own) = position(module) else {
+            problems.push(format!("{name}: module `{module}` is in no layer of tests/tidy.rs"));
+            continue;
+        };
+        for (line, code) in library_lines(&text) {
+            for (at, _) in code.match_indices("crate::") {
+                let used: String = code[at + "crate::".len()..]
+                    .chars()
+                    .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+                    .collect();
+                if used == module || used.is_empty() {
+                    continue;
+                }
+                match position(&used) {
+                    Some(theirs) if theirs < own => {}
+                    Some(_) => {
+                        problems.push(format!("{name}:{line}: `{module}` uses `{used}`, which is above it"))
+                    }
+                    None => problems.push(format!("{name}:{line}: `{used}` is in no layer")),
+                }
+            }
+        }
+    }
+    assert!(problems.is_empty(), "imports against the layer order:\n{}", problems.join("\n"));
 }

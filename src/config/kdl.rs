@@ -738,7 +738,7 @@ impl Reader<'_> {
                 Some(example.into()),
             ));
         };
-        if let Err(message) = crate::http::fetch::check_url(&url) {
+        if let Err(message) = crate::outbound::check_url(&url) {
             return Err(self.problem(
                 url_span,
                 format!("`{url}` cannot be a source: {message}"),

@@ -12,7 +12,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use arc_swap::ArcSwapOption;
-use axum::extract::{Query, State};
+use axum::extract::{Extension, Query, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde::{Deserialize, Serialize};
@@ -90,11 +90,15 @@ struct Snapshot {
 const RENDERED_LIMITS: usize = 8;
 
 /// The metrics, with the gauges that come from the client records brought up to date.
-pub(crate) async fn metrics(State(app): State<Arc<App>>, headers: HeaderMap) -> Response {
-    if let Some(refusal) = refusal(&app, &headers) {
+pub(crate) async fn metrics(
+    State(app): State<Arc<App>>,
+    Extension(admin): Extension<Arc<Admin>>,
+    headers: HeaderMap,
+) -> Response {
+    if let Some(refusal) = refusal(&admin, &headers) {
         return refusal;
     }
-    let snapshot = snapshot(&app).await;
+    let snapshot = snapshot(&app, &admin).await;
     let workers = app.rules.pool_stats();
     app.metrics.rule_workers(workers.active, workers.abandoned, workers.queued);
     let text = app.metrics.render(snapshot.entries, snapshot.over_threshold, snapshot.scope);
@@ -124,14 +128,15 @@ struct TrappedClient<'a> {
 /// The clients with the highest trap scores, most active first (default 50, at most 1000).
 pub(crate) async fn trapped(
     State(app): State<Arc<App>>,
+    Extension(admin): Extension<Arc<Admin>>,
     headers: HeaderMap,
     Query(query): Query<TrappedQuery>,
 ) -> Response {
-    if let Some(refusal) = refusal(&app, &headers) {
+    if let Some(refusal) = refusal(&admin, &headers) {
         return refusal;
     }
     let limit = query.limit.unwrap_or(50).min(MAX_TRAPPED);
-    let snapshot = snapshot(&app).await;
+    let snapshot = snapshot(&app, &admin).await;
     let json = HeaderValue::from_static("application/json");
     let rendered = snapshot.rendered.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
     if let Some((_, body)) = rendered.iter().find(|(kept, _)| *kept == limit) {
@@ -170,19 +175,18 @@ fn render_trapped(snapshot: &Snapshot, limit: usize) -> Vec<u8> {
 
 /// The last snapshot; when it is older than [`SNAPSHOT_AGE`], the next one is started in the
 /// background. Only when none exists yet does this wait, for at most the store's read time.
-async fn snapshot(app: &Arc<App>) -> Arc<Snapshot> {
-    let admin = &app.admin;
+async fn snapshot(app: &Arc<App>, admin: &Arc<Admin>) -> Arc<Snapshot> {
     let mut taken = admin.taken.subscribe();
     let current = admin.snapshot.load_full();
     let fresh = current.as_ref().is_some_and(|snapshot| snapshot.taken.elapsed() < SNAPSHOT_AGE);
     if !fresh && !admin.refreshing.swap(true, Ordering::SeqCst) {
         let refreshing = Refreshing(admin.refreshing.clone());
-        let app = app.clone();
+        let (app, owner) = (app.clone(), admin.clone());
         tokio::spawn(async move {
             let _refreshing = refreshing;
             let snapshot = take_snapshot(&app).await;
-            app.admin.snapshot.store(Some(Arc::new(snapshot)));
-            app.admin.taken.send_modify(|count| *count += 1);
+            owner.snapshot.store(Some(Arc::new(snapshot)));
+            owner.taken.send_modify(|count| *count += 1);
         });
     }
     if fresh {
@@ -244,8 +248,8 @@ impl Snapshot {
 
 /// The 401 to answer when the request lacks the configured bearer token; `None` when it has it
 /// or no token is configured.
-fn refusal(app: &App, headers: &HeaderMap) -> Option<Response> {
-    let expected = app.admin.token.as_ref()?;
+fn refusal(admin: &Admin, headers: &HeaderMap) -> Option<Response> {
+    let expected = admin.token.as_ref()?;
     let given = headers
         .get(header::AUTHORIZATION)
         .and_then(|value| value.to_str().ok())

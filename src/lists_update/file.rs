@@ -14,7 +14,7 @@ use std::path::Path;
 use super::formats::{Kind, Parsed};
 use super::sanity;
 use super::{ListError, Source};
-use crate::rules::lists::List;
+use crate::lists::List;
 
 /// How the line after which a list file is kept by hand starts.
 pub(super) const KEPT_PREFIX: &str = "# --- kept by hand";

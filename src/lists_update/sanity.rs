@@ -7,7 +7,7 @@
 use ipnet::IpNet;
 
 use super::formats::Kind;
-use crate::rules::lists::TokenList;
+use crate::lists::TokenList;
 
 /// The widest IPv4 prefix a crawler's published range may be: a /12 is a million addresses, more
 /// than any crawler operator publishes for one crawler (the widest shipped today is a /16).
@@ -20,12 +20,12 @@ pub const MAX_GROWTH: usize = 4;
 /// Entries a label may gain whatever its current size, so that small lists can grow.
 pub const GROWTH_SLACK: usize = 256;
 /// Most entries one list file may get from its sources, by kind. User-agent tokens compile into
-/// an automaton whose size grows with them (see [`crate::rules::lists::MAX_TOKENS`]).
+/// an automaton whose size grows with them (see [`crate::lists::MAX_TOKENS`]).
 pub const MAX_NETWORKS: usize = 100_000;
 /// See [`MAX_NETWORKS`].
 pub const MAX_ASNS: usize = 100_000;
 /// See [`MAX_NETWORKS`]; a token list file is bounded in bytes too.
-pub const MAX_TOKENS: usize = crate::rules::lists::MAX_TOKENS;
+pub const MAX_TOKENS: usize = crate::lists::MAX_TOKENS;
 /// The shortest crawler token: shorter ones are whole words of ordinary user agents.
 pub const MIN_TOKEN_LEN: usize = 3;
 

@@ -2,7 +2,7 @@
 
 use super::file::{Current, Fetched, KEPT_MARKER, render, rfc3339};
 use super::*;
-use crate::rules::lists::List;
+use crate::lists::List;
 
 fn source(list: &str, label: &str, format: Format) -> Source {
     Source {

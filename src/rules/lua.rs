@@ -21,9 +21,9 @@ use super::lists::List;
 use super::watchdog::Registration;
 use super::{Compiled, Decision, FailMode, RuleOutcome, RulesError, Verdict};
 use super::{helpers, patterns, seal};
+use crate::claims::SignatureCheck;
 use crate::facts::{Coverage, Facts};
 use crate::numbers::Decimal;
-use crate::claims::SignatureCheck;
 
 /// Loading a script gets this many times a request's time limit.
 const SETUP_LIMIT_FACTOR: u32 = 10;

@@ -11,7 +11,7 @@ use std::time::Duration;
 use hyper::header;
 use web_bot_auth::keyring::{KeyRing, Thumbprintable};
 
-use crate::http::fetch;
+use crate::outbound;
 
 /// Where an agent publishes its keys, under its origin.
 pub const WELL_KNOWN_PATH: &str = "/.well-known/http-message-signatures-directory";
@@ -47,15 +47,15 @@ pub struct Directory {
 /// The HTTP client for key directories.
 #[derive(Clone)]
 pub struct Fetcher {
-    http: fetch::Fetcher,
+    http: outbound::Fetcher,
 }
 
 impl Fetcher {
     /// A client whose fetches take at most `timeout` each, follow no redirect and reach public
-    /// addresses only, unless `allow_private` (see [`crate::http::public_only`]): the origin
+    /// addresses only, unless `allow_private` (see [`crate::outbound::public_only`]): the origin
     /// comes from a client's header.
     pub fn new(timeout: Duration, allow_private: bool) -> Result<Fetcher, String> {
-        let http = fetch::Fetcher::new(fetch::Options {
+        let http = outbound::Fetcher::new(outbound::Options {
             timeout,
             max_bytes: MAX_BYTES,
             redirects: 0,

@@ -5,7 +5,7 @@
 //! TLS is rustls on ring with the system's root certificates. Redirects are followed as the
 //! caller says (a few hops for lists; none for key directories, whose keys must come from the
 //! origin a signature names). Destinations a client's header chose reach public addresses only
-//! (see [`crate::http::public_only`]). Proxies are not used: a site that must go through one
+//! (see [`public_only`]). Proxies are not used: a site that must go through one
 //! points the sources at a mirror.
 
 use std::error::Error as _;
@@ -20,7 +20,9 @@ use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
 
-use super::public_only::{self, PublicOnly};
+pub mod public_only;
+
+use public_only::PublicOnly;
 
 /// Redirects followed per list fetch; publishers move files now and then, but a chain longer
 /// than this is a loop or a mistake.

@@ -1,4 +1,5 @@
-//! Lists the rules consult, compiled once at load: user-agent tokens (matched as whole tokens,
+//! Lists the rules consult (and crawler verification and `lists update` read), compiled once at
+//! load: user-agent tokens (matched as whole tokens,
 //! case-insensitively, with Aho-Corasick), networks (prefix sets, optionally labelled), ASNs and
 //! URL paths.
 //!
@@ -17,7 +18,32 @@ use aho_corasick::dfa::{self, DFA};
 use aho_corasick::{Anchored, MatchKind, StartKind};
 use ipnet::IpNet;
 
-use super::RulesError;
+/// The embedded default lists (file name, text): the rules' lists when no folder is configured,
+/// and the stand-in for any of them a folder lacks.
+pub const DEFAULT_LISTS: &[(&str, &str)] = &[
+    ("always-allowed-paths.txt", include_str!("../rules/lists/always-allowed-paths.txt")),
+    ("ai-crawlers.txt", include_str!("../rules/lists/ai-crawlers.txt")),
+    ("http-libraries.txt", include_str!("../rules/lists/http-libraries.txt")),
+    ("search-engines.txt", include_str!("../rules/lists/search-engines.txt")),
+    ("ai-crawler-ranges.txt", include_str!("../rules/lists/ai-crawler-ranges.txt")),
+    ("datacenter-asns.txt", include_str!("../rules/lists/datacenter-asns.txt")),
+    ("crawler-domains.txt", include_str!("../rules/lists/crawler-domains.txt")),
+    ("link-previews.txt", include_str!("../rules/lists/link-previews.txt")),
+    ("web-archives.txt", include_str!("../rules/lists/web-archives.txt")),
+    ("web-archive-asns.txt", include_str!("../rules/lists/web-archive-asns.txt")),
+];
+
+/// A list file entry that is malformed, or a list past its bounds.
+#[derive(Debug, thiserror::Error)]
+#[error("rules list {file}, line {line}: {message}")]
+pub struct ListFileError {
+    /// The list file.
+    pub file: String,
+    /// 1-based line.
+    pub line: usize,
+    /// What is wrong.
+    pub message: String,
+}
 
 /// Most entries of a user-agent token list.
 pub const MAX_TOKENS: usize = 5_000;
@@ -42,7 +68,7 @@ pub enum List {
 
 impl List {
     /// Parses the list file `name` (for errors) from `text`.
-    pub fn parse(name: &str, text: &str) -> Result<List, RulesError> {
+    pub fn parse(name: &str, text: &str) -> Result<List, ListFileError> {
         let entries: Vec<(usize, &str)> = text
             .lines()
             .enumerate()
@@ -51,7 +77,7 @@ impl List {
             .collect();
         let first = entries.first().map_or("", |(_, line)| line);
         let first_field = first.split_whitespace().next().unwrap_or("");
-        let bad = |line: usize, message: String| RulesError::List { file: name.to_string(), line, message };
+        let bad = |line: usize, message: String| ListFileError { file: name.to_string(), line, message };
         if first_field.bytes().all(|b| b.is_ascii_digit()) && !first_field.is_empty() {
             let mut asns = HashMap::new();
             for (line, entry) in entries {
