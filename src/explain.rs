@@ -4,7 +4,7 @@ use std::fmt::Write;
 use std::path::Path;
 
 use crate::app::App;
-use crate::verdict::{ForwardedRequest, decide_traced, decide_traced_verified};
+use crate::verdict::{ForwardedRequest, How, RunRules, Verify, decide, decide_blocking};
 
 /// A request given as a raw HTTP file that cannot be read.
 #[derive(Debug, thiserror::Error)]
@@ -93,15 +93,14 @@ pub fn explain(app: &App, request: ForwardedRequest, trap_hits: u32) -> String {
     }
     // A crawler claim that needs DNS is verified for real, waiting as long as a verification
     // may take (a verdict would wait only `verdict-wait-ms`).
+    let wait = app.config.dns.timeout.max(app.config.web_bot_auth.timeout);
+    let how = How { rules: RunRules::Worker, verify: Verify::Wait(Some(wait)), trace: true };
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build();
-    let (judgement, trace) = match runtime {
-        Ok(runtime) => runtime.block_on(decide_traced_verified(
-            app,
-            request,
-            app.config.dns.timeout.max(app.config.web_bot_auth.timeout),
-        )),
-        Err(_) => decide_traced(app, request),
+    let judgement = match runtime {
+        Ok(runtime) => runtime.block_on(decide(app, request, how)),
+        Err(_) => decide_blocking(app, request, how),
     };
+    let trace = &judgement.trace;
     let facts = &judgement.facts;
     let mut out = String::new();
     let none = || "-".to_string();
@@ -152,7 +151,7 @@ pub fn explain(app: &App, request: ForwardedRequest, trap_hits: u32) -> String {
     }
     let _ = writeln!(out, "rules");
     let width = trace.iter().map(|outcome| outcome.rule.len()).max().unwrap_or(0);
-    for outcome in &trace {
+    for outcome in trace {
         let _ = writeln!(out, "  {:width$}  {}", outcome.rule, outcome.result);
     }
     let decision = &judgement.decision;

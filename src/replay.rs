@@ -2,7 +2,7 @@
 //! done before they do it.
 //!
 //! Each line ([`formats`]) becomes the request the proxy would have asked about and goes
-//! through [`crate::verdict::decide_here`], the same `decide` as `/verdict`: identity, enrichment,
+//! through [`crate::verdict::decide_blocking`] (rules on this thread), the same `decide` as `/verdict`: identity, enrichment,
 //! client state and rules, no second implementation (only the rules run on the replay's own
 //! thread rather than a worker's). Time is the log's: a line's timestamp is
 //! the request's time for trap-score decay and request rates, so a day replayed in seconds gets
@@ -30,7 +30,7 @@ use crate::app::App;
 use crate::config::{Answer, Mode};
 use crate::facts::{Coverage, Headers};
 use crate::rules::{Rules, Verdict};
-use crate::verdict::{ForwardedRequest, decide_here};
+use crate::verdict::{ForwardedRequest, How, decide_blocking};
 use formats::{Defaults, Format, LogRequest};
 use input::{InputError, Line, Lines, Source};
 use report::{Outcome, Report, SERVED_BY_TRAP};
@@ -320,7 +320,7 @@ fn judge(
         at: Some(at),
         coverage: if judge_missing { Coverage::All } else { coverage },
     };
-    let judgement = decide_here(app, forwarded);
+    let judgement = decide_blocking(app, forwarded, How::HERE);
     let other = compare.map(|rules| {
         let decision = rules.evaluate_here(&judgement.facts);
         (decision.verdict, decision.rule)

@@ -316,6 +316,13 @@ impl Rules {
         })
     }
 
+    /// Runs the rules on `facts` on a worker and records what each rule did, waiting
+    /// asynchronously (as `judge`).
+    pub async fn evaluate_traced_async(&self, facts: Arc<Facts>) -> (Decision, Vec<RuleOutcome>) {
+        let answer = self.pool.evaluate(facts, true).await;
+        self.answered(answer)
+    }
+
     /// Runs the rules on `facts` and records what each rule did (blocking, as `evaluate`).
     pub fn evaluate_traced(&self, facts: &Facts) -> (Decision, Vec<RuleOutcome>) {
         let answer = self.pool.evaluate_blocking(Arc::new(facts.clone()), true);

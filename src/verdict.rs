@@ -6,7 +6,7 @@
 
 use std::net::IpAddr;
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use crate::app::App;
 use crate::facts::{Coverage, Facts, Headers};
@@ -56,54 +56,82 @@ pub struct Judgement {
     pub facts: Arc<Facts>,
     /// The verdict and the deciding rule.
     pub decision: Decision,
+    /// What every rule returned, when the decision was traced (else empty).
+    pub trace: Vec<RuleOutcome>,
 }
 
-/// Judges one request and records what it learns (request rate, trap hits). The rules run on
-/// their own threads; this waits for them without blocking the async runtime.
-pub async fn decide(app: &App, request: ForwardedRequest) -> Judgement {
-    let facts = Arc::new(verified_facts(app, request, None).await);
-    let decision = app.rules.judge(facts.clone()).await;
-    Judgement { facts, decision }
+/// How a decision is made. Every caller makes the same decision (identity, enrichment, history,
+/// trap URLs, the rules); these say only where the rules run and what is waited for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct How {
+    /// Where the rules run.
+    pub rules: RunRules,
+    /// Whether crawler DNS, key directories and the shared store are waited for.
+    pub verify: Verify,
+    /// Whether to record what every rule returned ([`Judgement::trace`]); a traced evaluation
+    /// runs on a rule worker.
+    pub trace: bool,
 }
 
-/// [`decide_traced`] after waiting up to `wait` for the DNS verification of a crawler claim (for
-/// `explain`, which runs outside the service's runtime).
-pub async fn decide_traced_verified(
-    app: &App,
-    request: ForwardedRequest,
-    wait: std::time::Duration,
-) -> (Judgement, Vec<RuleOutcome>) {
-    let facts = verified_facts(app, request, Some(wait)).await;
-    let (decision, trace) = app.rules.evaluate_traced(&facts);
-    (Judgement { facts: Arc::new(facts), decision }, trace)
+/// Where the rules run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RunRules {
+    /// On a rule worker, under the pool's deadlines (the service).
+    Worker,
+    /// On the calling thread, in a Lua state kept for it ([`crate::rules::Rules::evaluate_here`]):
+    /// for a tool that judges many requests in a row (`replay`).
+    Here,
 }
 
-/// [`decide`] for callers outside the async runtime (tools, benchmarks): blocks this thread. A
-/// crawler claim that needs DNS stays as the cache has it (pending when not asked yet).
-pub fn decide_blocking(app: &App, request: ForwardedRequest) -> Judgement {
+/// What a decision waits for before the rules run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Verify {
+    /// Crawler DNS, a key directory and the shared store, side by side, each within its
+    /// configured verdict wait, or within this one (`explain` waits for the whole timeout).
+    Wait(Option<Duration>),
+    /// Nothing: claims and signatures as the caches have them (pending when not asked yet).
+    AsCached,
+}
+
+impl How {
+    /// The service's `/verdict`: rules on a worker, verifications within their budgets.
+    pub const LIVE: How = How { rules: RunRules::Worker, verify: Verify::Wait(None), trace: false };
+    /// A tool judging many requests in a row (`replay`): rules on its own thread, nothing waited.
+    pub const HERE: How = How { rules: RunRules::Here, verify: Verify::AsCached, trace: false };
+}
+
+/// Judges one request and records what it learns (request rate, trap hits), as `how` says. The
+/// rules never run on the async runtime's threads unless `how.rules` is [`RunRules::Here`].
+pub async fn decide(app: &App, request: ForwardedRequest, how: How) -> Judgement {
+    let facts = match how.verify {
+        Verify::Wait(wait) => verified_facts(app, request, wait).await,
+        Verify::AsCached => facts(app, request),
+    };
+    let facts = Arc::new(facts);
+    let (decision, trace) = match (how.trace, how.rules) {
+        (true, _) => app.rules.evaluate_traced_async(facts.clone()).await,
+        (false, RunRules::Worker) => (app.rules.judge(facts.clone()).await, Vec::new()),
+        (false, RunRules::Here) => (app.rules.evaluate_here(&facts), Vec::new()),
+    };
+    Judgement { facts, decision, trace }
+}
+
+/// [`decide`] for callers outside the async runtime (tools, tests, benchmarks): blocks the
+/// calling thread. Nothing is waited for but the rules ([`Verify::AsCached`], whatever
+/// `how.verify` says: a wait needs the runtime).
+pub fn decide_blocking(app: &App, request: ForwardedRequest, how: How) -> Judgement {
     let facts = Arc::new(facts(app, request));
-    let decision = app.rules.evaluate_shared(facts.clone());
-    Judgement { facts, decision }
-}
-
-/// [`decide_blocking`] with the rules run on the calling thread ([`crate::rules::Rules::evaluate_here`]):
-/// for a tool that judges many requests in a row, such as `replay`.
-pub fn decide_here(app: &App, request: ForwardedRequest) -> Judgement {
-    let facts = Arc::new(facts(app, request));
-    let decision = app.rules.evaluate_here(&facts);
-    Judgement { facts, decision }
-}
-
-/// Like [`decide_blocking`], with every rule's result (for `explain`).
-pub fn decide_traced(app: &App, request: ForwardedRequest) -> (Judgement, Vec<RuleOutcome>) {
-    let facts = facts(app, request);
-    let (decision, trace) = app.rules.evaluate_traced(&facts);
-    (Judgement { facts: Arc::new(facts), decision }, trace)
+    let (decision, trace) = match (how.trace, how.rules) {
+        (true, _) => app.rules.evaluate_traced(&facts),
+        (false, RunRules::Worker) => (app.rules.evaluate_shared(facts.clone()), Vec::new()),
+        (false, RunRules::Here) => (app.rules.evaluate_here(&facts), Vec::new()),
+    };
+    Judgement { facts, decision, trace }
 }
 
 /// [`facts`], with a crawler claim's DNS verification and a signature's key directory fetch
 /// completed side by side, each waiting at most its configured verdict wait (or `wait`).
-async fn verified_facts(app: &App, request: ForwardedRequest, wait: Option<std::time::Duration>) -> Facts {
+async fn verified_facts(app: &App, request: ForwardedRequest, wait: Option<Duration>) -> Facts {
     let mut facts = facts(app, request);
     let (mut claim, mut signature) = (facts.crawler.take(), facts.signature.take());
     let compiled = app.rules.current();

@@ -8,7 +8,10 @@ use criterion::{BatchSize, Criterion, criterion_group, criterion_main};
 use quagmire::App;
 use quagmire::config::Config;
 use quagmire::secret::Secret;
-use quagmire::verdict::{ForwardedRequest, decide_blocking};
+use quagmire::verdict::{ForwardedRequest, How, RunRules, Verify, decide_blocking};
+
+/// Rules on a worker, as the service runs them; nothing waited for.
+const WORKER: How = How { rules: RunRules::Worker, verify: Verify::AsCached, trace: false };
 
 const CHROME: &str = "Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/130.0.0.0 Safari/537.36";
 
@@ -44,13 +47,21 @@ fn decisions(c: &mut Criterion) {
     let mut group = c.benchmark_group("decide");
     // `decide` takes the request by value; the copy made for each iteration is not timed.
     group.bench_function("browser_allowed", |b| {
-        b.iter_batched(|| human.clone(), |request| decide_blocking(&app, request), BatchSize::SmallInput)
+        b.iter_batched(
+            || human.clone(),
+            |request| decide_blocking(&app, request, WORKER),
+            BatchSize::SmallInput,
+        )
     });
     group.bench_function("crawler_trapped", |b| {
-        b.iter_batched(|| crawler.clone(), |request| decide_blocking(&app, request), BatchSize::SmallInput)
+        b.iter_batched(
+            || crawler.clone(),
+            |request| decide_blocking(&app, request, WORKER),
+            BatchSize::SmallInput,
+        )
     });
     // The rules alone on prepared facts.
-    let facts = decide_blocking(&app, human.clone()).facts;
+    let facts = decide_blocking(&app, human.clone(), WORKER).facts;
     group.bench_function("rules_only", |b| b.iter(|| black_box(app.rules.evaluate(black_box(&facts)))));
     group.finish();
 }

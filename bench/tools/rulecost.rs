@@ -7,7 +7,10 @@ use std::time::{Duration, Instant};
 use quagmire::App;
 use quagmire::config::Config;
 use quagmire::secret::Secret;
-use quagmire::verdict::{ForwardedRequest, decide_blocking};
+use quagmire::verdict::{ForwardedRequest, How, RunRules, Verify, decide_blocking};
+
+/// Rules on a worker, as the service runs them; nothing waited for.
+const WORKER: How = How { rules: RunRules::Worker, verify: Verify::AsCached, trace: false };
 
 fn main() {
     let mut config = Config::embedded();
@@ -39,14 +42,14 @@ fn main() {
         ..ForwardedRequest::default()
     };
     let whole = std::env::var_os("DECIDE").is_some();
-    let facts = decide_blocking(&app, request.clone()).facts;
+    let facts = decide_blocking(&app, request.clone(), WORKER).facts;
     let rounds: u32 = std::env::var("ROUNDS").ok().and_then(|r| r.parse().ok()).unwrap_or(200_000);
     let mut best = Duration::MAX;
     for _ in 0..if rounds < 100_000 { 1 } else { 5 } {
         let started = Instant::now();
         for _ in 0..rounds {
             if whole {
-                std::hint::black_box(decide_blocking(&app, std::hint::black_box(&request).clone()));
+                std::hint::black_box(decide_blocking(&app, std::hint::black_box(&request).clone(), WORKER));
             } else {
                 std::hint::black_box(app.rules.evaluate(std::hint::black_box(&facts)));
             }

@@ -19,7 +19,7 @@ use crate::config::{Answer, Mode};
 use crate::facts::{Coverage, Headers};
 use crate::log_field::clipped;
 use crate::rules::Verdict;
-use crate::verdict::{ForwardedRequest, Judgement, decide};
+use crate::verdict::{ForwardedRequest, How, Judgement, decide};
 
 /// The body of a trap answer in status mode: bland, since stock proxies may show it.
 const TRAP_BODY: &str = "Forbidden\n";
@@ -39,7 +39,7 @@ pub(crate) async fn verdict(
 ) -> Response {
     let request = forwarded_request(Some(peer), request.method(), request.headers());
     let started = Instant::now();
-    let judgement = decide(&app, request).await;
+    let judgement = decide(&app, request, How::LIVE).await;
     let elapsed = started.elapsed();
     let decision = &judgement.decision;
     let facts = &judgement.facts;
