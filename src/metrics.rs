@@ -19,7 +19,7 @@ use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::{Metric, Registry, Unit};
 
 use crate::user_agent::remembered_family;
-use crate::vocabulary::Verdict;
+use crate::vocabulary::{FailureKind, Verdict};
 
 /// ASNs that get a label of their own; the rest are counted as `other`.
 pub const ASN_LABELS: usize = 20;
@@ -227,7 +227,7 @@ impl Metrics {
             rule_errors: register(
                 r,
                 "rule_errors",
-                "Rule failures by rule and kind (error, time_limit, memory_limit)",
+                "Rule failures by rule and kind (error, time_limit, memory_limit, unanswered, panic)",
                 Family::default(),
             ),
             reloads: register(r, "reloads", "Reloads of rules and databases, by result", Family::default()),
@@ -341,16 +341,11 @@ impl Metrics {
         self.trap_hits.get_or_create(&SourceLabels { source }).inc();
     }
 
-    /// Counts a rule failure; `message` tells a limit from another error.
-    pub fn rule_error(&self, rule: &str, message: &str) {
-        let kind = if message.contains("time limit") {
-            "time_limit"
-        } else if message.contains("memory limit") || message.contains("not enough memory") {
-            "memory_limit"
-        } else {
-            "error"
-        };
-        self.rule_errors.get_or_create(&RuleErrorLabels { rule: rule.to_string(), kind }).inc();
+    /// Counts a rule failure of `kind`.
+    pub fn rule_error(&self, rule: &str, kind: FailureKind) {
+        self.rule_errors
+            .get_or_create(&RuleErrorLabels { rule: rule.to_string(), kind: kind.as_str() })
+            .inc();
     }
 
     /// Counts a reload of `what` (`rules` or `geo`).
@@ -615,7 +610,7 @@ mod tests {
     }
 
     #[test]
-    fn rendering_names_every_metric_with_its_unit_and_suffix() {
+    fn rendering_names_every_metric_with_its_unit_and_suffix_and_a_sample_of_each_is_checked() {
         let metrics = Metrics::new();
         metrics.verdict(
             Verdict::Trap,
@@ -628,12 +623,26 @@ mod tests {
         metrics.trap_page(8000);
         metrics.dripped(Duration::from_millis(1500));
         metrics.trap_hit(HitSource::TrapUrl);
-        metrics.rule_error("spin", "time limit exceeded");
+        metrics.rule_error("spin", FailureKind::TimeLimit);
         metrics.reload("rules", false);
         metrics.evicted();
         metrics.rule_workers(2, 1, 7);
+        metrics.crawler_check("ranges");
+        metrics.dns_verification("verified");
+        metrics.signature_check("verified");
+        metrics.key_directory_fetch("ok");
+        metrics.rate_limited(true);
+        metrics.store_error("update");
+        metrics.store_up(true);
         let text = metrics.render(12, 3, Scope::Replica);
-        for expected in [
+        let expected = [
+            "quagmire_crawler_checks_total{check=\"ranges\"} 1",
+            "quagmire_dns_verifications_total{check=\"verified\"} 1",
+            "quagmire_signature_checks_total{check=\"verified\"} 1",
+            "quagmire_key_directory_fetches_total{check=\"ok\"} 1",
+            "quagmire_rate_limited_requests_total{network=\"datacenter\"} 1",
+            "quagmire_store_errors_total{operation=\"update\"} 1",
+            "quagmire_store_up 1",
             "quagmire_verdicts_total{verdict=\"trap\",rule=\"ai-crawlers\",mode=\"enforce\"} 1",
             "quagmire_decision_duration_seconds_bucket",
             "quagmire_asn_verdicts_total{asn=\"16509\",verdict=\"trap\"} 1",
@@ -653,8 +662,19 @@ mod tests {
             "quagmire_rule_jobs_queued 7",
             "quagmire_log_lines_dropped_total 0",
             "quagmire_build_info{version=",
-        ] {
+        ];
+        for expected in expected {
             assert!(text.contains(expected), "missing {expected} in\n{text}");
         }
+        // Every metric the registry renders has a sample above: none goes unchecked.
+        let families: Vec<&str> =
+            text.lines().filter_map(|line| line.strip_prefix("# TYPE ")?.split(' ').next()).collect();
+        for family in &families {
+            assert!(
+                expected.iter().any(|sample| sample.starts_with(family)),
+                "no sample of {family} is checked"
+            );
+        }
+        assert_eq!(families.len(), 25, "{families:?}");
     }
 }

@@ -29,7 +29,7 @@ use std::time::{Duration, Instant};
 use crate::app::App;
 use crate::config::{Answer, Mode};
 use crate::facts::{Coverage, Headers};
-use crate::rules::{Rules, Verdict};
+use crate::rules::{RuleFailure, Rules, Verdict};
 use crate::verdict::{ForwardedRequest, How, decide_blocking};
 use formats::{Defaults, Format, LogRequest};
 use input::{InputError, Line, Lines, Source};
@@ -272,7 +272,7 @@ struct Judged {
     verdict: Verdict,
     rule: Arc<str>,
     unjudged: Vec<Arc<str>>,
-    failures: Vec<(Arc<str>, String)>,
+    failures: Vec<RuleFailure>,
     other: Option<(Verdict, Arc<str>)>,
     asn: Option<u32>,
     asn_org: Option<String>,

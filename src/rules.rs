@@ -32,7 +32,7 @@ use std::time::Duration;
 use arc_swap::ArcSwap;
 
 use crate::facts::Facts;
-pub use crate::vocabulary::Verdict;
+pub use crate::vocabulary::{FailureKind, Verdict};
 use lists::List;
 pub use pool::PoolStats;
 
@@ -50,11 +50,22 @@ pub struct Decision {
     pub rule: Arc<str>,
     /// The deciding rule's reason.
     pub reason: String,
-    /// Rules that failed on the way, with their error (empty, and unallocated, almost always).
-    pub failures: Vec<(Arc<str>, String)>,
+    /// Rules that failed on the way (empty, and unallocated, almost always).
+    pub failures: Vec<RuleFailure>,
     /// Rules skipped because they read a header the request's source did not carry (a replayed
     /// log line's; see [`crate::facts::Coverage`]). Always empty for live requests.
     pub unjudged: Vec<Arc<str>>,
+}
+
+/// A rule that failed, how, and its error's text.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RuleFailure {
+    /// The rule; `rules` when no rule was running (the whole evaluation failed).
+    pub rule: Arc<str>,
+    /// How it failed.
+    pub kind: FailureKind,
+    /// The error's text, for people (cut to a bounded length).
+    pub message: String,
 }
 
 /// What one rule did, for `explain`.
@@ -344,7 +355,11 @@ impl Rules {
                     verdict,
                     rule: rule.clone(),
                     reason: format!("rule failed: {message}"),
-                    failures: vec![(rule.clone(), message.to_string())],
+                    failures: vec![RuleFailure {
+                        rule: rule.clone(),
+                        kind: FailureKind::Unanswered,
+                        message: message.to_string(),
+                    }],
                     unjudged: Vec::new(),
                 };
                 let trace = vec![RuleOutcome { rule, result: Cow::Owned(format!("error: {message}")) }];

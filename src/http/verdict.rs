@@ -45,8 +45,8 @@ pub(crate) async fn verdict(
     let facts = &judgement.facts;
     let shadow = app.config.verdict.mode == Mode::Shadow;
     app.metrics.verdict(decision.verdict, &decision.rule, shadow, elapsed, facts.geo.asn, facts.user_agent());
-    for (rule, message) in &decision.failures {
-        app.metrics.rule_error(rule, message);
+    for failure in &decision.failures {
+        app.metrics.rule_error(&failure.rule, failure.kind);
     }
     respond(&app, &judgement)
 }

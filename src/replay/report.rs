@@ -11,7 +11,7 @@ use serde_json::{Value, json};
 
 use crate::client::ClientKey;
 use crate::log_field::head;
-use crate::rules::Verdict;
+use crate::rules::{RuleFailure, Verdict};
 
 /// The rule name of requests the trap served without a verdict (in the log under the trap's
 /// prefix, where the proxy sends them straight to the trap listener).
@@ -117,7 +117,7 @@ pub struct Outcome<'a> {
     /// Rules skipped on this line.
     pub unjudged: &'a [Arc<str>],
     /// Rules that failed on this line, with their error.
-    pub failures: &'a [(Arc<str>, String)],
+    pub failures: &'a [RuleFailure],
     /// The other ruleset's verdict and rule, with `--compare`.
     pub other: Option<(Verdict, &'a Arc<str>)>,
     /// The user agent, path and network (ASN or address block).
@@ -242,7 +242,7 @@ impl Report {
             network,
             request_rate,
         } = outcome;
-        for (failed, message) in failures {
+        for RuleFailure { rule: failed, message, .. } in failures {
             self.errors.entry(failed.clone()).or_insert_with(|| (0, message.clone())).0 += 1;
         }
         self.requests.add(verdict);

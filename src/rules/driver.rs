@@ -45,6 +45,13 @@ pub(super) struct Request<'a> {
     pub(super) packed: i64,
 }
 
+/// Why a call into the driver failed: the error's text, and whether Lua ran out of memory (a
+/// status of its own, which no rule can raise).
+pub(super) struct CallError {
+    pub(super) text: String,
+    pub(super) out_of_memory: bool,
+}
+
 /// What `evaluate` returned.
 pub(super) struct Outcome {
     /// The deciding rule's index, from 1; 0 when no rule decided.
@@ -93,16 +100,16 @@ impl Driver {
 
     /// Runs the rules on `request`; on an error, calls `on_error` (which must lift a time-limit
     /// stop, or describing the error would be stopped too) and returns the error's text.
-    pub(super) fn evaluate(&self, request: &Request, on_error: impl FnOnce()) -> Result<Outcome, String> {
+    pub(super) fn evaluate(&self, request: &Request, on_error: impl FnOnce()) -> Result<Outcome, CallError> {
         self.call(Call { function: self.evaluate, request: Some(request) }, on_error)
     }
 
     /// Runs the rules after the one that failed, on the same request; errors as in `evaluate`.
-    pub(super) fn resume(&self, on_error: impl FnOnce()) -> Result<Outcome, String> {
+    pub(super) fn resume(&self, on_error: impl FnOnce()) -> Result<Outcome, CallError> {
         self.call(Call { function: self.resume, request: None }, on_error)
     }
 
-    fn call(&self, call: Call, on_error: impl FnOnce()) -> Result<Outcome, String> {
+    fn call(&self, call: Call, on_error: impl FnOnce()) -> Result<Outcome, CallError> {
         let state = self.state;
         // SAFETY: the state belongs to this thread, which is not inside any other Lua call, and
         // the stack is restored to `top` before returning. `push_and_call` gets a pointer to
@@ -110,11 +117,12 @@ impl Driver {
         unsafe {
             let top = ffi::lua_gettop(state);
             if ffi::lua_checkstack(state, STACK_NEEDED) == 0 {
-                return Err("the Lua stack is full".into());
+                return Err(CallError { text: "the Lua stack is full".into(), out_of_memory: false });
             }
             ffi::lua_pushcfunction(state, push_and_call);
             ffi::lua_pushlightuserdata(state, std::ptr::from_ref(&call).cast_mut().cast());
-            let result = if ffi::lua_pcall(state, 1, 3, 0) == ffi::LUA_OK {
+            let status = ffi::lua_pcall(state, 1, 3, 0);
+            let result = if status == ffi::LUA_OK {
                 Ok(Outcome {
                     index: usize::try_from(ffi::lua_tointegerx(state, top + 1, std::ptr::null_mut()))
                         .unwrap_or(0),
@@ -124,7 +132,7 @@ impl Driver {
                 })
             } else {
                 on_error();
-                Err(self.error_text(top + 1))
+                Err(CallError { text: self.error_text(top + 1), out_of_memory: status == ffi::LUA_ERRMEM })
             };
             ffi::lua_settop(state, top);
             result

@@ -19,11 +19,12 @@ use mlua::{Function, Lua, LuaOptions, StdLib, Table, Value};
 use super::driver::{self, CODE_TRAP, Driver, Outcome};
 use super::lists::List;
 use super::watchdog::Registration;
-use super::{Compiled, Decision, FailMode, RuleOutcome, RulesError, Verdict};
+use super::{Compiled, Decision, FailMode, RuleFailure, RuleOutcome, RulesError, Verdict};
 use super::{helpers, patterns, seal};
 use crate::claims::SignatureCheck;
 use crate::facts::{Coverage, Facts};
 use crate::numbers::Decimal;
+use crate::vocabulary::FailureKind;
 
 /// Loading a script gets this many times a request's time limit.
 const SETUP_LIMIT_FACTOR: u32 = 10;
@@ -100,15 +101,21 @@ impl Evaluator {
         if let Some(error) = self.prepare(compiled) {
             // The ruleset compiled at load, so this is a resource problem; apply the fail mode.
             tracing::error!(%error, "cannot build a Lua state for the rules");
-            return (failed(compiled.fail, &Arc::from("rules"), &error.to_string()), Vec::new());
+            return (
+                failed(compiled.fail, &Arc::from("rules"), FailureKind::Error, &error.to_string()),
+                Vec::new(),
+            );
         }
         let Some(state) = self.state.as_ref() else {
-            return (failed(compiled.fail, &Arc::from("rules"), "no Lua state"), Vec::new());
+            return (
+                failed(compiled.fail, &Arc::from("rules"), FailureKind::Error, "no Lua state"),
+                Vec::new(),
+            );
         };
         let mut trace = Vec::new();
         let decision = run(state, &mut self.blob, compiled, facts, tracing.then_some(&mut trace));
         // A state that ran out of memory may hold what filled it: start the next request afresh.
-        if decision.failures.iter().any(|(_, message)| message == MEMORY_LIMIT_EXCEEDED) {
+        if decision.failures.iter().any(|failure| failure.kind == FailureKind::MemoryLimit) {
             self.state = None;
         }
         (decision, trace)
@@ -118,9 +125,6 @@ impl Evaluator {
 /// How the driver's error for a rule that read a header the request's source did not carry
 /// begins (see `Coverage`); the header's name follows.
 pub(super) const UNJUDGED: &str = "unjudged: the input does not carry ";
-
-/// How the failure of a rule stopped at the time limit ends (after the rule's file and line).
-const TIME_LIMIT_TEXT: &str = "time limit exceeded";
 
 /// A failure's text when a state runs out of memory.
 const MEMORY_LIMIT_EXCEEDED: &str = "memory limit exceeded";
@@ -154,13 +158,25 @@ fn run(
             request_rate: facts.history.request_rate,
             packed,
         };
-        // Describing an error runs Lua, which a stop in progress would stop too: lift it.
-        let mut result = state.driver.evaluate(&request, || running.lift());
+        // Describing an error runs Lua, which a stop in progress would stop too: lift it, and
+        // note whether the error was the stop's.
+        let stopped = std::cell::Cell::new(false);
+        let lift = || stopped.set(running.lift());
+        let mut result = state.driver.evaluate(&request, lift);
         let (mut failures, mut unjudged) = (Vec::new(), Vec::new());
         let mut decision = loop {
-            let message = match result {
+            let (message, kind) = match result {
                 Ok(outcome) => break decided(state, outcome),
-                Err(message) => clean_message(&message),
+                Err(error) => {
+                    let kind = if stopped.take() {
+                        FailureKind::TimeLimit
+                    } else if error.out_of_memory {
+                        FailureKind::MemoryLimit
+                    } else {
+                        FailureKind::Error
+                    };
+                    (clean_message(&error.text), kind)
+                }
             };
             let index = state.failed.call::<usize>(message.as_str()).unwrap_or(0);
             // An error outside any rule (0) leaves nothing to resume at.
@@ -169,19 +185,19 @@ fn run(
             // skipped whatever the fail mode, since its answer would rest on a guess.
             if let (Some(rule), true) = (&rule, partial && message.starts_with(UNJUDGED)) {
                 unjudged.push(rule.clone());
-                result = state.driver.resume(|| running.lift());
+                result = state.driver.resume(|| stopped.set(running.lift()));
                 continue;
             }
             // One CPU budget per request: a rule stopped at the time limit spent it for the
             // rules after it too, so the evaluation ends with the fail mode.
-            let spent = message.ends_with(TIME_LIMIT_TEXT);
+            let spent = kind == FailureKind::TimeLimit;
             let resumable = rule.is_some() && compiled.fail == FailMode::Open && !spent;
             let rule = rule.unwrap_or_else(|| Arc::from("rules"));
-            failures.push((rule.clone(), message.clone()));
+            failures.push(RuleFailure { rule: rule.clone(), kind, message: message.clone() });
             if !resumable {
-                break failed(compiled.fail, &rule, &message);
+                break failed(compiled.fail, &rule, kind, &message);
             }
-            result = state.driver.resume(|| running.lift());
+            result = state.driver.resume(|| stopped.set(running.lift()));
         };
         // Every failure of the evaluation, not only the last.
         decision.failures = failures;
@@ -334,7 +350,7 @@ fn cut(text: &str, max: usize) -> Cow<'_, str> {
 }
 
 /// The decision for a failure under `mode`.
-pub(super) fn failed(mode: FailMode, rule: &Arc<str>, message: &str) -> Decision {
+pub(super) fn failed(mode: FailMode, rule: &Arc<str>, kind: FailureKind, message: &str) -> Decision {
     let verdict = match mode {
         FailMode::Open => Verdict::Allow,
         FailMode::Closed => Verdict::Trap,
@@ -343,7 +359,7 @@ pub(super) fn failed(mode: FailMode, rule: &Arc<str>, message: &str) -> Decision
         verdict,
         rule: rule.clone(),
         reason: format!("rule failed: {message}"),
-        failures: vec![(rule.clone(), message.to_string())],
+        failures: vec![RuleFailure { rule: rule.clone(), kind, message: message.to_string() }],
         unjudged: Vec::new(),
     }
 }

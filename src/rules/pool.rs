@@ -30,6 +30,7 @@ use super::report::ErrorLog;
 use super::watchdog::CpuClock;
 use super::{Compiled, Decision, RuleOutcome};
 use crate::facts::Facts;
+use crate::vocabulary::FailureKind;
 
 /// How long a job may wait for a free worker before the request gets the fail mode.
 pub(super) const QUEUE_WAIT: Duration = Duration::from_secs(1);
@@ -432,7 +433,10 @@ fn work(guard: WorkerGuard) {
                 // The state may be half-way through anything: never reuse it.
                 evaluator = Evaluator::new();
                 let failure = format!("the rules panicked: {message}");
-                (super::lua::failed(compiled.fail, &Arc::from("rules"), &failure), Vec::new())
+                (
+                    super::lua::failed(compiled.fail, &Arc::from("rules"), FailureKind::Panic, &failure),
+                    Vec::new(),
+                )
             }
         };
         errors.record(&compiled.name, &decision.failures);

@@ -8,6 +8,8 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use super::RuleFailure;
+
 /// How often a failing rule is logged at most, per worker.
 pub(super) const INTERVAL: Duration = Duration::from_secs(60);
 /// Rules remembered; past this, the log forgets them all and starts again (a script has few
@@ -31,14 +33,14 @@ impl ErrorLog {
     }
 
     /// Logs `failures` of `script`'s rules, or counts them for the next summary.
-    pub(super) fn record(&mut self, script: &str, failures: &[(Arc<str>, String)]) {
+    pub(super) fn record(&mut self, script: &str, failures: &[RuleFailure]) {
         self.record_at(script, failures, Instant::now());
     }
 
     /// Returns how many lines it wrote (for tests).
-    fn record_at(&mut self, script: &str, failures: &[(Arc<str>, String)], now: Instant) -> usize {
+    fn record_at(&mut self, script: &str, failures: &[RuleFailure], now: Instant) -> usize {
         let mut written = 0;
-        for (rule, message) in failures {
+        for RuleFailure { rule, message, .. } in failures {
             if let Some(logged) = self.rules.get_mut(rule) {
                 if now.saturating_duration_since(logged.at) < INTERVAL {
                     logged.suppressed += 1;
@@ -71,11 +73,16 @@ impl ErrorLog {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::vocabulary::FailureKind;
 
     #[test]
     fn a_rule_failing_on_every_request_is_logged_once_per_interval() {
         let mut log = ErrorLog::new();
-        let failures = vec![(Arc::from("broken"), "boom".to_string())];
+        let failures = vec![RuleFailure {
+            rule: Arc::from("broken"),
+            kind: FailureKind::Error,
+            message: "boom".to_string(),
+        }];
         let start = Instant::now();
         let mut lines = 0;
         for request in 0..10_000u32 {
@@ -84,7 +91,11 @@ mod tests {
         }
         // 200 seconds of failures, one every 20 ms: the first line, then one per interval.
         assert_eq!(lines, 4);
-        let other = vec![(Arc::from("other"), "bang".to_string())];
+        let other = vec![RuleFailure {
+            rule: Arc::from("other"),
+            kind: FailureKind::Error,
+            message: "bang".to_string(),
+        }];
         assert_eq!(log.record_at("rules.lua", &other, start), 1, "each rule is logged on its own");
     }
 }

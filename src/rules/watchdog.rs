@@ -257,12 +257,16 @@ impl Running<'_> {
     /// One budget per request: an evaluation that was stopped has spent its limit, and gets a
     /// fresh one only for describing the error (the caller ends the evaluation after that); after
     /// any other error the rules go on within what is left of the same limit.
-    pub(super) fn lift(&self) {
+    /// Returns whether the watchdog had stopped the evaluation (the error is the time limit's).
+    pub(super) fn lift(&self) -> bool {
         let started = self.slot.started.load(Ordering::SeqCst);
-        if self.slot.stop.load(Ordering::SeqCst) == started || self.slot.hooked.load(Ordering::SeqCst) {
+        let stopped =
+            self.slot.stop.load(Ordering::SeqCst) == started || self.slot.hooked.load(Ordering::SeqCst);
+        if stopped {
             self.slot.started.store(now(), Ordering::SeqCst);
         }
         self.slot.unhook();
+        stopped
     }
 }
 

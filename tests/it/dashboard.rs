@@ -272,7 +272,7 @@ fn dashboard_and_alerts_use_only_metrics_quagmire_exports() {
     metrics.trap_page(1);
     metrics.dripped(Duration::from_millis(1));
     metrics.trap_hit(HitSource::TrapUrl);
-    metrics.rule_error("r", "error");
+    metrics.rule_error("r", quagmire::vocabulary::FailureKind::Error);
     metrics.reload("rules", true);
     let exported: Vec<String> = metrics
         .render(0, 0, quagmire::metrics::Scope::Replica)

@@ -379,6 +379,7 @@ fn a_panicking_evaluation_gets_the_fail_mode_and_leaves_the_pool_at_full_strengt
         rules.pool.panic_next_evaluation();
         let decision = rules.evaluate(&Request::browser(CHROME).facts());
         assert_eq!(decision.verdict, Verdict::Trap, "{decision:?}");
+        assert_eq!(decision.failures[0].kind, FailureKind::Panic);
         assert!(decision.reason.contains("the rules panicked"), "{decision:?}");
         assert_eq!(rules.evaluate(&Request::browser(CHROME).facts()).reason, "ok");
         assert_eq!((rules.pool_stats().active, rules.pool_stats().abandoned), (1, 0));
@@ -398,8 +399,23 @@ fn looping_rules_under_fail_open_share_one_budget() {
     let decision = rules.evaluate(&Request::browser(CHROME).facts());
     // The first loop spends the request's budget: the others never start.
     assert_eq!(decision.failures.len(), 1, "{decision:?}");
+    assert_eq!(decision.failures[0].kind, FailureKind::TimeLimit);
     assert_eq!((decision.verdict, &*decision.rule), (Verdict::Allow, "spin-1"), "{decision:?}");
     assert!(decision.reason.contains("time limit exceeded"), "{decision:?}");
+}
+
+#[test]
+fn a_failure_is_classified_where_it_happens_not_by_its_text() {
+    let script = r#"return {
+        { name = "liar", check = function(r) error("time limit exceeded", 0) end },
+        { name = "hog", check = function(r) local t = {} while true do t[#t + 1] = ("x"):rep(4096) end end },
+    }"#;
+    let limits = Limits { time: Duration::from_secs(2), memory: 8 << 20 };
+    let decision =
+        rules_with(script, FailMode::Open, limits).unwrap().evaluate(&Request::browser(CHROME).facts());
+    let kinds: Vec<(&str, FailureKind)> =
+        decision.failures.iter().map(|failure| (&*failure.rule, failure.kind)).collect();
+    assert_eq!(kinds, [("liar", FailureKind::Error), ("hog", FailureKind::MemoryLimit)], "{decision:?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
