@@ -133,7 +133,8 @@ pub(crate) fn free_address() -> SocketAddr {
 }
 
 async fn wait_for(address: SocketAddr, child: &mut Child) {
-    for _ in 0..100 {
+    // Up to a minute: a proxy starting on a busy machine; only a hang reaches it.
+    for _ in 0..1200 {
         if TcpStream::connect(address).await.is_ok() {
             return;
         }
@@ -192,7 +193,7 @@ pub(crate) async fn start_traefik(
     let proxy = spawn(command, dir, address).await;
     // The file provider loads just after the entry point opens.
     let http = client();
-    for _ in 0..100 {
+    for _ in 0..1200 {
         let response = http.get(format!("http://{address}/status/204")).send().await;
         if response.is_ok_and(|response| response.status() != 404) {
             break;

@@ -57,7 +57,8 @@ async fn drive(base: &str) -> Vec<Sent> {
 /// Waits until the log has `lines` lines (proxies write their access logs as they go, but not
 /// always before the response reaches the client).
 fn wait_for_lines(log: &Path, lines: usize) -> String {
-    for _ in 0..100 {
+    // Up to 30 s: only a proxy that never writes the line reaches it.
+    for _ in 0..600 {
         let text = std::fs::read_to_string(log).unwrap_or_default();
         if text.lines().count() >= lines {
             return text;
