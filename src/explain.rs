@@ -1,6 +1,7 @@
 //! `quagmire explain`: judge one request offline and show why, rule by rule.
 
 use std::fmt::Write;
+use std::net::IpAddr;
 use std::path::Path;
 
 use crate::app::App;
@@ -24,6 +25,7 @@ pub enum ExplainError {
 
 /// Builds a request from command-line flags; headers are `Name: value`.
 pub fn request_from_flags(
+    peer: IpAddr,
     method: String,
     proto: String,
     host: String,
@@ -32,11 +34,11 @@ pub fn request_from_flags(
 ) -> Result<ForwardedRequest, ExplainError> {
     let headers = headers.iter().map(|header| parse_header(header)).collect::<Result<Vec<_>, _>>()?;
     let headers = headers.into_iter().collect();
-    Ok(ForwardedRequest { peer: None, method, proto, host, uri, headers, ..ForwardedRequest::default() })
+    Ok(ForwardedRequest { method, proto, host, uri, headers, ..ForwardedRequest::from_peer(peer) })
 }
 
 /// Reads a raw request: `METHOD URI HTTP/1.1`, then headers up to a blank line.
-pub fn read_request(path: &Path) -> Result<ForwardedRequest, ExplainError> {
+pub fn read_request(peer: IpAddr, path: &Path) -> Result<ForwardedRequest, ExplainError> {
     let text = std::fs::read_to_string(path)
         .map_err(|source| ExplainError::Read { path: path.display().to_string(), source })?;
     let mut lines = text.lines();
@@ -65,13 +67,12 @@ pub fn read_request(path: &Path) -> Result<ForwardedRequest, ExplainError> {
         .map_or_else(|| "https".to_string(), |(_, value)| value.clone());
     let headers = headers.into_iter().collect();
     Ok(ForwardedRequest {
-        peer: None,
         method: method.into(),
         proto,
         host,
         uri: uri.into(),
         headers,
-        ..ForwardedRequest::default()
+        ..ForwardedRequest::from_peer(peer)
     })
 }
 
@@ -85,8 +86,7 @@ fn parse_header(line: &str) -> Result<(String, String), ExplainError> {
 /// Judges `request` (after recording `trap_hits` for its client) and describes the outcome.
 pub fn explain(app: &App, request: ForwardedRequest, trap_hits: u32) -> String {
     if trap_hits > 0 {
-        let peer = request.peer.unwrap_or(std::net::IpAddr::from([127, 0, 0, 1]));
-        let address = app.identity.client_address(peer, &request.headers);
+        let address = app.identity.client_address(request.peer, &request.headers);
         for _ in 0..trap_hits {
             app.clients.record_trap_hit(app.identity.key(address));
         }

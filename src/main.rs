@@ -224,11 +224,10 @@ fn main() -> ExitCode {
                 init_tracing(config.log_format);
                 let secret = resolve_secret(&config);
                 let app = App::build(config, &secret).map_err(Failure::from)?;
-                let mut forwarded = match request {
-                    Some(path) => explain::read_request(&path)?,
-                    None => explain::request_from_flags(method, proto, host, uri, &headers)?,
+                let forwarded = match request {
+                    Some(path) => explain::read_request(ip, &path)?,
+                    None => explain::request_from_flags(ip, method, proto, host, uri, &headers)?,
                 };
-                forwarded.peer = Some(ip);
                 print!("{}", explain::explain(&app, forwarded, trap_hits));
                 Ok(())
             })

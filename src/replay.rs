@@ -311,7 +311,7 @@ fn judge(
         };
     }
     let forwarded = ForwardedRequest {
-        peer: Some(client),
+        peer: client,
         method,
         proto,
         host,

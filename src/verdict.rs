@@ -22,10 +22,11 @@ const CRAWLER_DOMAINS: &str = "crawler_domains";
 const DATACENTER_ASNS: &str = "datacenter_asns";
 
 /// The request as the proxy described it, before enrichment.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug)]
 pub struct ForwardedRequest {
-    /// The TCP peer (the proxy, or the client itself).
-    pub peer: Option<IpAddr>,
+    /// The TCP peer (the proxy, or the client itself). Always known: a made-up one would be
+    /// loopback, a trusted proxy, whose forwarding headers would then be believed.
+    pub peer: IpAddr,
     /// The original method.
     pub method: String,
     /// `http` or `https`.
@@ -44,6 +45,21 @@ pub struct ForwardedRequest {
 }
 
 impl ForwardedRequest {
+    /// A `GET /` over http from `peer`, with no headers: the start of a request built field by
+    /// field (tools, tests, benchmarks).
+    pub fn from_peer(peer: IpAddr) -> ForwardedRequest {
+        ForwardedRequest {
+            peer,
+            method: "GET".into(),
+            proto: "http".into(),
+            host: String::new(),
+            uri: "/".into(),
+            headers: Headers::default(),
+            at: None,
+            coverage: Coverage::All,
+        }
+    }
+
     /// The first value of header `name` (lowercase).
     pub fn header(&self, name: &str) -> Option<&str> {
         self.headers.get(name)
@@ -163,8 +179,7 @@ async fn verified_facts(app: &App, request: ForwardedRequest, wait: Option<Durat
 
 /// Identity, enrichment and history for `request`; a trap URL counts as a trap hit.
 fn facts(app: &App, request: ForwardedRequest) -> Facts {
-    let peer = request.peer.unwrap_or(IpAddr::from([127, 0, 0, 1]));
-    let address = app.identity.client_address(peer, &request.headers);
+    let address = app.identity.client_address(request.peer, &request.headers);
     let key = app.identity.key(address);
     let is_trap_url = app.generator.trap_urls().is_trap(&request.uri);
     let at = request.at.unwrap_or_else(Instant::now);

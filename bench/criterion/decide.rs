@@ -2,7 +2,6 @@
 //! crawler-like requests (identity, client record, enrichment, all Lua rules).
 
 use std::hint::black_box;
-use std::net::IpAddr;
 
 use criterion::{BatchSize, Criterion, criterion_group, criterion_main};
 use quagmire::App;
@@ -29,13 +28,12 @@ fn request(user_agent: &str, client: &str) -> ForwardedRequest {
         ("x-forwarded-uri", "/articles/2024/some-post"),
     ];
     ForwardedRequest {
-        peer: Some(IpAddr::from([127, 0, 0, 1])),
         method: "GET".into(),
         proto: "https".into(),
         host: "site.example".into(),
         uri: "/articles/2024/some-post".into(),
         headers: headers.into_iter().collect(),
-        ..ForwardedRequest::default()
+        ..ForwardedRequest::from_peer([127, 0, 0, 1].into())
     }
 }
 

@@ -19,7 +19,6 @@ fn main() {
     let app = App::build(config, &secret).expect("builds");
     let ua = "Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/130.0.0.0 Safari/537.36";
     let request = ForwardedRequest {
-        peer: Some([127, 0, 0, 1].into()),
         method: "GET".into(),
         proto: "https".into(),
         host: "site.example".into(),
@@ -39,7 +38,7 @@ fn main() {
         ]
         .into_iter()
         .collect(),
-        ..ForwardedRequest::default()
+        ..ForwardedRequest::from_peer([127, 0, 0, 1].into())
     };
     let whole = std::env::var_os("DECIDE").is_some();
     let facts = decide_blocking(&app, request.clone(), WORKER).facts;

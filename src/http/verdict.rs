@@ -5,7 +5,7 @@
 //! `X-Quagmire-Rule`, `X-Quagmire-Location`), empty when there is nothing to say, because Caddy
 //! 2.6 writes a literal placeholder for a header that is missing.
 
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -37,7 +37,7 @@ pub(crate) async fn verdict(
     // The whole request rather than a `HeaderMap` extractor, which would clone the headers.
     request: Request,
 ) -> Response {
-    let request = forwarded_request(Some(peer), request.method(), request.headers());
+    let request = forwarded_request(peer.ip(), request.method(), request.headers());
     let started = Instant::now();
     let judgement = decide(&app, request, How::LIVE).await;
     let elapsed = started.elapsed();
@@ -52,14 +52,14 @@ pub(crate) async fn verdict(
 }
 
 /// Rebuilds the judged request from the forward-auth headers.
-pub fn forwarded_request(peer: Option<SocketAddr>, method: &Method, headers: &HeaderMap) -> ForwardedRequest {
+pub fn forwarded_request(peer: IpAddr, method: &Method, headers: &HeaderMap) -> ForwardedRequest {
     // Copy the headers once, then read the forwarding ones from the copy: a `HeaderMap::get` by
     // name would parse and hash each name again.
     let copied = Headers::from_header_map(headers);
     let text = |name: &str| copied.get(name).map(str::trim);
     let first = |name: &str| text(name).map(|value| value.split(',').next().unwrap_or("").trim());
     ForwardedRequest {
-        peer: peer.map(|peer| peer.ip()),
+        peer,
         method: first("x-forwarded-method").unwrap_or(method.as_str()).to_string(),
         proto: first("x-forwarded-proto").map_or_else(|| "http".into(), |proto| proto.to_ascii_lowercase()),
         host: first("x-forwarded-host").or_else(|| text("host")).unwrap_or_default().to_string(),
