@@ -435,8 +435,8 @@ impl Inner {
     fn decay(&mut self, now: Instant, config: &ClientStateConfig) {
         let elapsed = now.saturating_duration_since(self.updated).as_secs_f64();
         if elapsed > 0.0 {
-            self.trap_score *= (-elapsed * ln2_over(config.trap_half_life)).exp();
-            self.request_rate *= (-elapsed * ln2_over(RATE_HALF_LIFE)).exp();
+            self.trap_score = decayed(self.trap_score, elapsed, config.trap_half_life);
+            self.request_rate = decayed(self.request_rate, elapsed, RATE_HALF_LIFE);
             self.updated = now;
         }
     }
@@ -462,10 +462,8 @@ impl Inner {
         let unsent = shared.unsent.add(shared.in_flight.unwrap_or_default());
         History {
             trap_hits: view.trap_hits + u64::from(unsent.hits),
-            trap_score: view.trap_score * (-elapsed * ln2_over(config.trap_half_life)).exp()
-                + f64::from(unsent.hits),
-            request_rate: view.request_rate * (-elapsed * ln2_over(RATE_HALF_LIFE)).exp()
-                + f64::from(unsent.requests),
+            trap_score: decayed(view.trap_score, elapsed, config.trap_half_life) + f64::from(unsent.hits),
+            request_rate: decayed(view.request_rate, elapsed, RATE_HALF_LIFE) + f64::from(unsent.requests),
             rate_limited: view.rate_limited,
         }
     }
@@ -519,8 +517,8 @@ impl Record {
         if let Some(previous) = shared.view {
             let sent = shared.in_flight.unwrap_or_default();
             let elapsed = view.at.saturating_duration_since(previous.at).as_secs_f64();
-            let known_score = previous.trap_score * (-elapsed * ln2_over(config.trap_half_life)).exp()
-                + f64::from(sent.hits);
+            let known_score =
+                decayed(previous.trap_score, elapsed, config.trap_half_life) + f64::from(sent.hits);
             let known_rate = previous.request_rate * (-elapsed * ln2_over(RATE_HALF_LIFE)).exp()
                 + f64::from(sent.requests);
             view.trap_score = view.trap_score.max(known_score);
@@ -559,6 +557,12 @@ impl Record {
 /// ln 2 / half-life: the decay constant per second.
 fn ln2_over(half_life: Duration) -> f64 {
     std::f64::consts::LN_2 / half_life.as_secs_f64().max(0.001)
+}
+
+/// `value` after `elapsed` seconds of exponential decay with `half_life`: the one decay of trap
+/// scores and request rates (update.lua does the same on the store's side).
+fn decayed(value: f64, elapsed: f64, half_life: Duration) -> f64 {
+    value * (-elapsed * ln2_over(half_life)).exp()
 }
 
 #[cfg(test)]

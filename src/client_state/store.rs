@@ -29,7 +29,7 @@ use redis::cluster_async::ClusterConnection;
 use redis::{Cmd, IntoConnectionInfo, Pipeline, RedisError, RedisFuture, Script, Value};
 use tokio::sync::{Notify, Semaphore, mpsc};
 
-use super::{ClientSnapshot, Record, View, ln2_over};
+use super::{ClientSnapshot, Record, View, decayed};
 use crate::client::ClientKey;
 use crate::metrics::Metrics;
 
@@ -419,7 +419,7 @@ impl Store {
             .await?;
         let (seconds, micros): (u64, u64) = redis::cmd("TIME").query_async(connection).await?;
         let now = seconds as f64 + micros as f64 / 1e6;
-        let decay = ln2_over(self.client.trap_half_life);
+        let half_life = self.client.trap_half_life;
         let mut clients = Vec::with_capacity(members.len());
         let mut over = 0;
         for chunk in members.chunks(ROUND) {
@@ -442,7 +442,7 @@ impl Store {
             for read in futures_util::future::join_all(reads).await {
                 let (member, fields, agent) = read?;
                 // A member whose record expired, or that is not a key this version writes.
-                let Some(snapshot) = snapshot(member, &fields, agent, now, decay) else {
+                let Some(snapshot) = snapshot(member, &fields, agent, now, half_life) else {
                     continue;
                 };
                 over += u64::from(snapshot.history.trap_score >= threshold);
@@ -564,7 +564,7 @@ fn snapshot(
     fields: &[Option<String>],
     agent: Option<String>,
     now: f64,
-    decay: f64,
+    half_life: Duration,
 ) -> Option<ClientSnapshot> {
     let key: ClientKey = member.parse().ok()?;
     let number = |index: usize| fields.get(index)?.as_deref()?.parse::<f64>().ok().filter(|v| v.is_finite());
@@ -573,8 +573,8 @@ fn snapshot(
     let elapsed = (now - updated).max(0.0);
     let history = super::History {
         trap_hits,
-        trap_score: number(1)? * (-elapsed * decay).exp(),
-        request_rate: number(2)? * (-elapsed * ln2_over(super::RATE_HALF_LIFE)).exp(),
+        trap_score: decayed(number(1)?, elapsed, half_life),
+        request_rate: decayed(number(2)?, elapsed, super::RATE_HALF_LIFE),
         rate_limited: false,
     };
     // Any number can be in the store (another version, a hand edit, an attacker with access):
@@ -609,11 +609,13 @@ mod tests {
                 .collect()
         };
         for (first, last) in [("1e300", "1e300"), ("1.7976931348623157e308", "-1e300"), ("inf", "NaN")] {
-            let snapshot = snapshot("192.0.2.1", &fields(first, last), None, 200.0, 0.001).expect("a client");
+            let snapshot = snapshot("192.0.2.1", &fields(first, last), None, 200.0, Duration::from_secs(600))
+                .expect("a client");
             assert_eq!(snapshot.history.trap_hits, 3);
             assert!(snapshot.first_seen >= UNIX_EPOCH && snapshot.last_seen >= UNIX_EPOCH);
         }
-        let sane = snapshot("192.0.2.1", &fields("1000", "2000"), None, 200.0, 0.001).unwrap();
+        let sane =
+            snapshot("192.0.2.1", &fields("1000", "2000"), None, 200.0, Duration::from_secs(600)).unwrap();
         assert_eq!(sane.last_seen, UNIX_EPOCH + Duration::from_secs(2000));
     }
 }
