@@ -128,12 +128,12 @@ struct Inner {
     asn: Option<u32>,
     asn_org: Option<Box<str>>,
     /// With a store only (boxed: records without one stay small).
-    shared: Option<Box<Shared>>,
+    shared: Option<Box<SharedView>>,
 }
 
 /// A record's side of the shared store.
 #[derive(Default)]
-struct Shared {
+struct SharedView {
     /// The store's history of the client when it last answered.
     view: Option<View>,
     /// Requests and hits not yet sent.
@@ -476,7 +476,7 @@ impl Record {
         let inner = self.inner.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
         match inner.shared.as_deref() {
             Some(shared) if shared.in_flight.is_some() => false,
-            Some(Shared { view: Some(view), .. }) => view.at.elapsed() > max_age,
+            Some(SharedView { view: Some(view), .. }) => view.at.elapsed() > max_age,
             _ => true,
         }
     }

@@ -27,7 +27,7 @@ use crate::lists::{DomainList, List, NetworkList, is_under};
 use crate::metrics::Metrics;
 use crate::single_flight::{Entry, Settings, SingleFlight};
 
-pub use crate::claims::{Claim, CrawlerCheck as Check};
+pub use crate::claims::{Claim, CrawlerCheck};
 
 /// The resolver that forward-confirmed reverse DNS asks, and the budgets that keep a spray of fake
 /// crawlers from stalling verdicts or turning quagmire into a DNS amplifier.
@@ -48,7 +48,7 @@ pub struct DnsConfig {
 
 /// What one DNS verification of (address, crawler) found.
 #[derive(Clone, Debug, PartialEq, Eq)]
-enum Answer {
+enum DnsAnswer {
     /// Forward-confirmed: this PTR name is under the crawler's domain and resolves back.
     Verified(Arc<str>),
     /// DNS answered, and not for the crawler (no PTR, a name elsewhere, no way back).
@@ -57,18 +57,20 @@ enum Answer {
     Unknown(Arc<str>),
 }
 
-impl Answer {
-    fn check(&self) -> Check {
+impl DnsAnswer {
+    fn check(&self) -> CrawlerCheck {
         match self {
-            Answer::Verified(_) => Check::ReverseDns,
-            Answer::Refused(_) => Check::Failed,
-            Answer::Unknown(_) => Check::Pending,
+            DnsAnswer::Verified(_) => CrawlerCheck::ReverseDns,
+            DnsAnswer::Refused(_) => CrawlerCheck::Failed,
+            DnsAnswer::Unknown(_) => CrawlerCheck::Pending,
         }
     }
 
     fn detail(&self) -> Arc<str> {
         match self {
-            Answer::Verified(detail) | Answer::Refused(detail) | Answer::Unknown(detail) => detail.clone(),
+            DnsAnswer::Verified(detail) | DnsAnswer::Refused(detail) | DnsAnswer::Unknown(detail) => {
+                detail.clone()
+            }
         }
     }
 
@@ -76,17 +78,17 @@ impl Answer {
     /// long enough that an impostor costs one verification an hour; no answer is retried soon.
     fn keep_for(&self) -> Duration {
         match self {
-            Answer::Verified(_) => VERIFIED_FOR,
-            Answer::Refused(_) => REFUSED_FOR,
-            Answer::Unknown(_) => UNKNOWN_FOR,
+            DnsAnswer::Verified(_) => VERIFIED_FOR,
+            DnsAnswer::Refused(_) => REFUSED_FOR,
+            DnsAnswer::Unknown(_) => UNKNOWN_FOR,
         }
     }
 
     fn metric(&self) -> &'static str {
         match self {
-            Answer::Verified(_) => "verified",
-            Answer::Refused(_) => "refused",
-            Answer::Unknown(_) => "unknown",
+            DnsAnswer::Verified(_) => "verified",
+            DnsAnswer::Refused(_) => "refused",
+            DnsAnswer::Unknown(_) => "unknown",
         }
     }
 }
@@ -105,7 +107,7 @@ const CACHE_CAPACITY: u64 = 100_000;
 pub struct Crawlers {
     resolver: Option<TokioResolver>,
     /// Verifications per (address, crawler), one at a time, within the budgets.
-    flights: SingleFlight<(IpAddr, Arc<str>), Answer>,
+    flights: SingleFlight<(IpAddr, Arc<str>), DnsAnswer>,
     timeout: Duration,
     verdict_wait: Duration,
     metrics: Arc<Metrics>,
@@ -132,7 +134,7 @@ impl Crawlers {
             flights: SingleFlight::new(Settings {
                 capacity: CACHE_CAPACITY,
                 timeout: config.timeout,
-                done_for: Answer::keep_for,
+                done_for: DnsAnswer::keep_for,
                 per_second: config.lookups_per_second,
                 in_flight: config.max_pending,
                 // No address is favoured: every claim costs the same.
@@ -181,18 +183,21 @@ impl Crawlers {
         if let Some(ranges) = ranges
             && ranges.find(address) == Some(crawler)
         {
-            return claim(Check::Ranges, "in the published ranges");
+            return claim(CrawlerCheck::Ranges, "in the published ranges");
         }
         let has_domains = domains.is_some_and(|domains| !domains.domains(crawler).is_empty());
         if !has_domains {
-            return claim(Check::Failed, "outside the published ranges, and no DNS domain to verify by");
+            return claim(
+                CrawlerCheck::Failed,
+                "outside the published ranges, and no DNS domain to verify by",
+            );
         }
         match self.flights.get(&(address, Arc::from(crawler))) {
             Some(Entry::Done(answer)) => {
                 Claim { crawler: crawler.to_string(), check: answer.check(), detail: answer.detail() }
             }
-            Some(Entry::InFlight(_)) => claim(Check::Pending, "reverse DNS under way"),
-            None => claim(Check::Pending, "reverse DNS not asked yet"),
+            Some(Entry::InFlight(_)) => claim(CrawlerCheck::Pending, "reverse DNS under way"),
+            None => claim(CrawlerCheck::Pending, "reverse DNS not asked yet"),
         }
     }
 
@@ -210,7 +215,7 @@ impl Crawlers {
         address: IpAddr,
         wait: Duration,
     ) {
-        if claim.check == Check::Pending
+        if claim.check == CrawlerCheck::Pending
             && let Some(List::Domains(domains)) = domains
         {
             let key = (address, Arc::<str>::from(claim.crawler.as_str()));
@@ -243,14 +248,14 @@ impl Crawlers {
         key: (IpAddr, Arc<str>),
         domains: Vec<String>,
         address: IpAddr,
-    ) -> Option<watch::Receiver<Option<Answer>>> {
+    ) -> Option<watch::Receiver<Option<DnsAnswer>>> {
         let resolver = self.resolver.clone()?;
         let (metrics, timeout) = (self.metrics.clone(), self.timeout);
         let receiver = self.flights.start(key, false, move || async move {
             let answer = match tokio::time::timeout(timeout, verify(&resolver, address, &domains)).await {
                 Ok(answer) => answer,
                 Err(_) => {
-                    Answer::Unknown(Arc::from(format!("no DNS answer within {} ms", timeout.as_millis())))
+                    DnsAnswer::Unknown(Arc::from(format!("no DNS answer within {} ms", timeout.as_millis())))
                 }
             };
             metrics.dns_verification(answer.metric());
@@ -263,7 +268,7 @@ impl Crawlers {
     }
 }
 
-fn set(claim: &mut Claim, answer: &Answer) {
+fn set(claim: &mut Claim, answer: &DnsAnswer) {
     claim.check = answer.check();
     claim.detail = answer.detail();
 }
@@ -304,13 +309,13 @@ fn resolver(config: &DnsConfig) -> Result<TokioResolver, String> {
 /// Forward-confirmed reverse DNS of `address` against `domains` (each with its leading dot).
 /// Only PTR names under those domains are followed forward, so a hostile PTR record cannot make
 /// quagmire query names of its choosing.
-async fn verify(resolver: &TokioResolver, address: IpAddr, domains: &[String]) -> Answer {
+async fn verify(resolver: &TokioResolver, address: IpAddr, domains: &[String]) -> DnsAnswer {
     let reverse = match resolver.reverse_lookup(address).await {
         Ok(reverse) => reverse,
         Err(error) if error.is_no_records_found() || error.is_nx_domain() => {
-            return Answer::Refused(Arc::from(format!("{address} has no PTR record")));
+            return DnsAnswer::Refused(Arc::from(format!("{address} has no PTR record")));
         }
-        Err(error) => return Answer::Unknown(Arc::from(format!("PTR lookup failed: {error}"))),
+        Err(error) => return DnsAnswer::Unknown(Arc::from(format!("PTR lookup failed: {error}"))),
     };
     let names: Vec<String> = reverse
         .answers()
@@ -323,13 +328,13 @@ async fn verify(resolver: &TokioResolver, address: IpAddr, domains: &[String]) -
         .collect();
     let under = |name: &str| domains.iter().any(|domain| is_under(name, domain));
     let Some(first) = names.first() else {
-        return Answer::Refused(Arc::from(format!("{address} has no PTR record")));
+        return DnsAnswer::Refused(Arc::from(format!("{address} has no PTR record")));
     };
     let mut unanswered = None;
     for name in names.iter().filter(|name| under(name)) {
         match resolver.lookup_ip(name.as_str()).await {
             Ok(addresses) if addresses.iter().any(|found| canonical(found) == canonical(address)) => {
-                return Answer::Verified(Arc::from(format!("PTR {name}, which resolves back")));
+                return DnsAnswer::Verified(Arc::from(format!("PTR {name}, which resolves back")));
             }
             Ok(_) => {}
             Err(error) if error.is_no_records_found() || error.is_nx_domain() => {}
@@ -337,12 +342,12 @@ async fn verify(resolver: &TokioResolver, address: IpAddr, domains: &[String]) -
         }
     }
     if let Some(why) = unanswered {
-        return Answer::Unknown(Arc::from(why));
+        return DnsAnswer::Unknown(Arc::from(why));
     }
     let wanted = domains.join(" or ");
     match names.iter().find(|name| under(name)) {
-        Some(name) => Answer::Refused(Arc::from(format!("PTR {name} does not resolve back to {address}"))),
-        None => Answer::Refused(Arc::from(format!("PTR {first} is not under {wanted}"))),
+        Some(name) => DnsAnswer::Refused(Arc::from(format!("PTR {name} does not resolve back to {address}"))),
+        None => DnsAnswer::Refused(Arc::from(format!("PTR {first} is not under {wanted}"))),
     }
 }
 
@@ -386,15 +391,21 @@ mod tests {
         let claim =
             |ua: &str, ip: &str| crawlers.claim(Some(&ranges), Some(&domains), ua, ip.parse().unwrap());
         let check = |ua: &str, ip: &str| claim(ua, ip).map(|claim| (claim.crawler, claim.check));
-        assert_eq!(check(GOOGLEBOT, "66.249.66.1"), Some(("Googlebot".into(), Check::Ranges)));
-        assert_eq!(check(GOOGLEBOT, "::ffff:66.249.66.1"), Some(("Googlebot".into(), Check::Ranges)));
-        assert_eq!(check(GOOGLEBOT, "203.0.113.5"), Some(("Googlebot".into(), Check::Pending)));
-        assert_eq!(check("YandexBot/3.0", "203.0.113.5"), Some(("YandexBot".into(), Check::Pending)));
+        assert_eq!(check(GOOGLEBOT, "66.249.66.1"), Some(("Googlebot".into(), CrawlerCheck::Ranges)));
+        assert_eq!(check(GOOGLEBOT, "::ffff:66.249.66.1"), Some(("Googlebot".into(), CrawlerCheck::Ranges)));
+        assert_eq!(check(GOOGLEBOT, "203.0.113.5"), Some(("Googlebot".into(), CrawlerCheck::Pending)));
+        assert_eq!(check("YandexBot/3.0", "203.0.113.5"), Some(("YandexBot".into(), CrawlerCheck::Pending)));
         // No domain to verify by: outside the ranges is failed at once.
-        assert_eq!(check("DuckDuckBot/1.1", "203.0.113.5"), Some(("DuckDuckBot".into(), Check::Failed)));
+        assert_eq!(
+            check("DuckDuckBot/1.1", "203.0.113.5"),
+            Some(("DuckDuckBot".into(), CrawlerCheck::Failed))
+        );
         assert_eq!(check("Mozilla/5.0 Chrome/120.0", "66.249.66.1"), None);
         // Another crawler's range proves nothing.
-        assert_eq!(check("DuckDuckBot/1.1", "66.249.66.1"), Some(("DuckDuckBot".into(), Check::Failed)));
+        assert_eq!(
+            check("DuckDuckBot/1.1", "66.249.66.1"),
+            Some(("DuckDuckBot".into(), CrawlerCheck::Failed))
+        );
         // Without the lists (a site's own folder may lack them), nothing is claimed.
         assert_eq!(crawlers.claim(None, None, GOOGLEBOT, "66.249.66.1".parse().unwrap()), None);
     }
@@ -413,7 +424,7 @@ mod tests {
         let started = std::time::Instant::now();
         crawlers.verify(&mut claim, Some(&domains), address).await;
         assert!(started.elapsed() < Duration::from_millis(500), "{:?}", started.elapsed());
-        assert_eq!(claim.check, Check::Pending);
+        assert_eq!(claim.check, CrawlerCheck::Pending);
     }
 
     #[test]

@@ -65,7 +65,7 @@ pub async fn serve(
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> io::Result<()> {
     let limits = limits(&app.config.connections);
-    let admin_limits = listener::Limits {
+    let admin_limits = listener::ConnectionLimits {
         max_connections: limits.max_connections.min(fd_limit::ADMIN_CONNECTIONS),
         ..limits
     };
@@ -148,7 +148,7 @@ const RESTART_AFTER: Duration = Duration::from_secs(1);
 
 /// The listeners' limits: the configured ones, with the connection cap sized from the open-file
 /// limit (raised to its hard limit first) unless configured.
-fn limits(config: &ConnectionConfig) -> listener::Limits {
+fn limits(config: &ConnectionConfig) -> listener::ConnectionLimits {
     let open_files = fd_limit::raise_open_file_limit();
     let max_connections =
         config.max_connections.unwrap_or_else(|| fd_limit::default_max_connections(open_files));
@@ -159,7 +159,7 @@ fn limits(config: &ConnectionConfig) -> listener::Limits {
         keep_alive_timeout_s = config.keep_alive_timeout.as_secs(),
         "connection limits per listener"
     );
-    listener::Limits {
+    listener::ConnectionLimits {
         header_read_timeout: config.header_read_timeout,
         keep_alive_timeout: config.keep_alive_timeout,
         max_connections,

@@ -260,7 +260,7 @@ fn write_list(
             return Err(ListError::Refused { label: label.to_string(), reason });
         }
         match parsed {
-            Ok(parsed) => fetched.push(file::Fetched { source, parsed }),
+            Ok(parsed) => fetched.push(file::FetchedSource { source, parsed }),
             Err(message) => {
                 if !failed.iter().any(|failure: &SourceError| failure.url == source.url) {
                     failed.push(SourceError { url: source.url.clone(), message });

@@ -340,9 +340,9 @@ impl Rules {
         self.answered(answer)
     }
 
-    fn answered(&self, answer: Result<pool::Answer, pool::Unanswered>) -> (Decision, Vec<RuleOutcome>) {
+    fn answered(&self, answer: Result<pool::Evaluated, pool::Unanswered>) -> (Decision, Vec<RuleOutcome>) {
         match answer {
-            Ok(pool::Answer { decision, trace }) => (decision, trace),
+            Ok(pool::Evaluated { decision, trace }) => (decision, trace),
             Err(unanswered) => {
                 let rule: Arc<str> = Arc::from("rules");
                 let message = unanswered.message();

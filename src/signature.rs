@@ -29,13 +29,13 @@ use web_bot_auth::components::{CoveredComponent, DerivedComponent, HTTPField, HT
 use web_bot_auth::message_signatures::SignedMessage;
 use web_bot_auth::{ImplementationError, SignatureAgentLink, WebBotAuthVerifier};
 
-use self::directory::{Directory, Fetcher};
+use self::directory::{Directory, DirectoryFetcher};
 use crate::client::HeaderLines;
 use crate::facts::Facts;
 use crate::metrics::Metrics;
 use crate::single_flight::{Entry, Settings, SingleFlight};
 
-pub use crate::claims::{Signature, SignatureCheck as Check};
+pub use crate::claims::{Signature, SignatureCheck};
 
 /// Web Bot Auth (HTTP Message Signatures from agents that sign their requests): whether it is on,
 /// which key directories may be fetched, and the budgets that keep a spray of forged
@@ -110,7 +110,7 @@ impl moka::Expiry<Arc<str>, Duration> for NonceExpiry {
 /// Checks Web Bot Auth signatures; shared by every verdict.
 pub struct Signatures {
     config: WebBotAuthConfig,
-    fetcher: Option<Fetcher>,
+    fetcher: Option<DirectoryFetcher>,
     /// Directory fetches per origin, one at a time, within the budgets; origins in `known` use
     /// a reserve first.
     flights: SingleFlight<Arc<str>, Keys>,
@@ -127,7 +127,7 @@ impl Signatures {
     /// A checker with the configured budgets. Without TLS (which cannot happen with the built-in
     /// provider) signatures stay pending; that is logged once here.
     pub fn new(config: &WebBotAuthConfig, metrics: Arc<Metrics>) -> Signatures {
-        let fetcher = match Fetcher::new(config.timeout, config.allow_private) {
+        let fetcher = match DirectoryFetcher::new(config.timeout, config.allow_private) {
             Ok(fetcher) => Some(fetcher),
             Err(error) => {
                 tracing::warn!(%error, "no HTTP client: Web Bot Auth signatures stay pending");
@@ -179,7 +179,7 @@ impl Signatures {
     /// [`Signatures::verify`], waiting at most `wait` (`explain` waits for the whole timeout).
     pub async fn verify_within(&self, signature: &mut Option<Signature>, facts: &Facts, wait: Duration) {
         let Some(current) = signature.as_mut() else { return };
-        if current.check == Check::Pending
+        if current.check == SignatureCheck::Pending
             && let Ok(Some(parsed)) = self.parse(facts, unix_now())
         {
             let receiver = match self.flights.get(&Arc::from(parsed.origin.as_str())) {
@@ -209,7 +209,7 @@ impl Signatures {
     fn settle(&self, parsed: &Parsed, keys: &Keys) -> Signature {
         let mut signature = parsed.check(keys);
         let details = &parsed.verifier.get_parsed_label().base.parameters.details;
-        if signature.check == Check::Verified
+        if signature.check == SignatureCheck::Verified
             && let (Some(nonce), Some(expires)) = (&details.nonce, details.expires)
         {
             let keyid = details.keyid.as_deref().unwrap_or_default();
@@ -218,7 +218,7 @@ impl Signatures {
             let key: Arc<str> = Arc::from(format!("{keyid}\n{nonce}"));
             let entry = self.nonces.entry(key).or_insert(Duration::from_secs(lifetime.unsigned_abs()));
             if !entry.is_fresh() {
-                signature.check = Check::Invalid;
+                signature.check = SignatureCheck::Invalid;
                 signature.detail = Arc::from("a replay: this key's nonce was used by an earlier request");
             }
         }
@@ -265,7 +265,7 @@ impl Signatures {
             return Ok(None);
         }
         let invalid = |agent: &str, why: &str| Signature {
-            check: Check::Invalid,
+            check: SignatureCheck::Invalid,
             agent: agent.to_string(),
             detail: Arc::from(why),
         };
@@ -337,7 +337,7 @@ struct Parsed {
 
 impl Parsed {
     fn pending(&self, why: &str) -> Signature {
-        Signature { check: Check::Pending, agent: self.agent.clone(), detail: Arc::from(why) }
+        Signature { check: SignatureCheck::Pending, agent: self.agent.clone(), detail: Arc::from(why) }
     }
 
     /// Verifies against a fetched directory; a failed fetch leaves the signature pending.
@@ -345,18 +345,22 @@ impl Parsed {
         let directory = match keys {
             Keys::Found(directory) => directory,
             Keys::Failed(why) => {
-                return Signature { check: Check::Pending, agent: self.agent.clone(), detail: why.clone() };
+                return Signature {
+                    check: SignatureCheck::Pending,
+                    agent: self.agent.clone(),
+                    detail: why.clone(),
+                };
             }
         };
         let keyid =
             self.verifier.get_parsed_label().base.parameters.details.keyid.clone().unwrap_or_default();
         // Verifying consumes the verifier; a clone is a few small strings.
         let (check, detail) = match self.verifier.clone().verify(&directory.keys, None) {
-            Ok(_) => (Check::Verified, format!("key {keyid} of {}", self.origin)),
+            Ok(_) => (SignatureCheck::Verified, format!("key {keyid} of {}", self.origin)),
             Err(ImplementationError::NoSuchKey) => {
-                (Check::Invalid, format!("key {keyid} is not in {}'s directory", self.origin))
+                (SignatureCheck::Invalid, format!("key {keyid} is not in {}'s directory", self.origin))
             }
-            Err(error) => (Check::Invalid, error.to_string()),
+            Err(error) => (SignatureCheck::Invalid, error.to_string()),
         };
         Signature { check, agent: self.agent.clone(), detail: Arc::from(detail) }
     }

@@ -37,7 +37,7 @@ const MAX_ACCEPT_BACKOFF: Duration = Duration::from_secs(1);
 
 /// A listener's connection limits.
 #[derive(Clone, Copy, Debug)]
-pub(crate) struct Limits {
+pub(crate) struct ConnectionLimits {
     /// Longest a request head may take, from the accept or a later request's first byte.
     pub(crate) header_read_timeout: Duration,
     /// Longest wait for the next request on a kept-alive connection, head included.
@@ -52,7 +52,7 @@ pub(crate) async fn serve(
     name: &'static str,
     listener: TcpListener,
     router: Router,
-    limits: Limits,
+    limits: ConnectionLimits,
     mut stop: watch::Receiver<bool>,
 ) {
     let slots = Arc::new(Semaphore::new(limits.max_connections));
@@ -134,7 +134,7 @@ async fn serve_connection(
     stream: TcpStream,
     peer: SocketAddr,
     router: Router,
-    limits: Limits,
+    limits: ConnectionLimits,
     mut stop: watch::Receiver<bool>,
 ) {
     let head = Arc::new(HeadClock::new());
@@ -186,7 +186,7 @@ fn poll_with_head_deadline<F: Future>(
     connection: Pin<&mut F>,
     head: &HeadClock,
     deadline: &mut Pin<Box<Sleep>>,
-    limits: Limits,
+    limits: ConnectionLimits,
     cx: &mut Context<'_>,
 ) -> Poll<()> {
     if connection.poll(cx).is_ready() {

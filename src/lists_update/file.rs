@@ -83,7 +83,7 @@ fn dedupe_key(kind: Kind, entry: &str) -> String {
 }
 
 /// A source with what it yielded.
-pub(super) struct Fetched<'a> {
+pub(super) struct FetchedSource<'a> {
     pub(super) source: &'a Source,
     pub(super) parsed: Parsed,
 }
@@ -105,7 +105,7 @@ pub(super) fn render(
     file: &str,
     kind: Kind,
     current: &Current,
-    fetched: &[Fetched<'_>],
+    fetched: &[FetchedSource<'_>],
     fetched_at: &str,
 ) -> Result<Rendered, ListError> {
     let kept_keys = current.kept_keys(kind);

@@ -1,6 +1,6 @@
 //! The source formats and the list files written from them, without a network.
 
-use super::file::{Current, Fetched, KEPT_MARKER, render, rfc3339};
+use super::file::{Current, FetchedSource, KEPT_MARKER, render, rfc3339};
 use super::*;
 use crate::lists::List;
 
@@ -94,8 +94,8 @@ fn formats_have_names_and_kinds() {
     assert_eq!(Format::AsnList.kind(), Kind::Asns);
 }
 
-fn fetched<'a>(source: &'a Source, list: &[&str]) -> Fetched<'a> {
-    Fetched {
+fn fetched<'a>(source: &'a Source, list: &[&str]) -> FetchedSource<'a> {
+    FetchedSource {
         source,
         parsed: formats::Parsed {
             entries: list.iter().map(|entry| entry.to_string()).collect(),

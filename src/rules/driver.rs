@@ -53,7 +53,7 @@ pub(super) struct CallError {
 }
 
 /// What `evaluate` returned.
-pub(super) struct Outcome {
+pub(super) struct DriverOutcome {
     /// The deciding rule's index, from 1; 0 when no rule decided.
     pub(super) index: usize,
     /// 1 for allow, `CODE_TRAP` for trap, 0 when no rule decided.
@@ -100,16 +100,20 @@ impl Driver {
 
     /// Runs the rules on `request`; on an error, calls `on_error` (which must lift a time-limit
     /// stop, or describing the error would be stopped too) and returns the error's text.
-    pub(super) fn evaluate(&self, request: &Request, on_error: impl FnOnce()) -> Result<Outcome, CallError> {
+    pub(super) fn evaluate(
+        &self,
+        request: &Request,
+        on_error: impl FnOnce(),
+    ) -> Result<DriverOutcome, CallError> {
         self.call(Call { function: self.evaluate, request: Some(request) }, on_error)
     }
 
     /// Runs the rules after the one that failed, on the same request; errors as in `evaluate`.
-    pub(super) fn resume(&self, on_error: impl FnOnce()) -> Result<Outcome, CallError> {
+    pub(super) fn resume(&self, on_error: impl FnOnce()) -> Result<DriverOutcome, CallError> {
         self.call(Call { function: self.resume, request: None }, on_error)
     }
 
-    fn call(&self, call: Call, on_error: impl FnOnce()) -> Result<Outcome, CallError> {
+    fn call(&self, call: Call, on_error: impl FnOnce()) -> Result<DriverOutcome, CallError> {
         let state = self.state;
         // SAFETY: the state belongs to this thread, which is not inside any other Lua call, and
         // the stack is restored to `top` before returning. `push_and_call` gets a pointer to
@@ -123,7 +127,7 @@ impl Driver {
             ffi::lua_pushlightuserdata(state, std::ptr::from_ref(&call).cast_mut().cast());
             let status = ffi::lua_pcall(state, 1, 3, 0);
             let result = if status == ffi::LUA_OK {
-                Ok(Outcome {
+                Ok(DriverOutcome {
                     index: usize::try_from(ffi::lua_tointegerx(state, top + 1, std::ptr::null_mut()))
                         .unwrap_or(0),
                     code: u8::try_from(ffi::lua_tointegerx(state, top + 2, std::ptr::null_mut()))

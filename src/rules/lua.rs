@@ -16,7 +16,7 @@ use std::sync::Arc;
 
 use mlua::{Function, Lua, LuaOptions, StdLib, Table, Value};
 
-use super::driver::{self, CODE_TRAP, Driver, Outcome};
+use super::driver::{self, CODE_TRAP, Driver, DriverOutcome};
 use super::lists::List;
 use super::watchdog::Registration;
 use super::{Compiled, Decision, FailMode, RuleFailure, RuleOutcome, RulesError, Verdict};
@@ -218,7 +218,7 @@ fn run(
     }
 }
 
-fn decided(state: &ThreadRules, Outcome { index, code, reason }: Outcome) -> Decision {
+fn decided(state: &ThreadRules, DriverOutcome { index, code, reason }: DriverOutcome) -> Decision {
     let rule = state.names.get(index.wrapping_sub(1)).cloned().unwrap_or_else(|| state.no_rule.clone());
     let verdict = match code {
         CODE_TRAP => Verdict::Trap,

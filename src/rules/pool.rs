@@ -64,18 +64,18 @@ impl Unanswered {
 }
 
 /// A job's answer.
-pub(super) struct Answer {
+pub(super) struct Evaluated {
     pub(super) decision: Decision,
     pub(super) trace: Vec<RuleOutcome>,
 }
 
 enum Reply {
-    Async(oneshot::Sender<Answer>),
-    Blocking(std::sync::mpsc::SyncSender<Answer>),
+    Async(oneshot::Sender<Evaluated>),
+    Blocking(std::sync::mpsc::SyncSender<Evaluated>),
 }
 
 /// What the caller and the worker both see of a job.
-struct Progress {
+struct JobProgress {
     /// When a worker started evaluating, in nanoseconds since `EPOCH` (never 0); 0 until then.
     started: AtomicU64,
     /// The worker that took the job, and its thread's CPU clock (`CpuClock::to_raw`).
@@ -88,7 +88,7 @@ struct Progress {
 struct Job {
     facts: Arc<Facts>,
     tracing: bool,
-    progress: Arc<Progress>,
+    progress: Arc<JobProgress>,
     reply: Reply,
 }
 
@@ -101,11 +101,11 @@ fn nanos_since_epoch(at: Instant) -> u64 {
 /// The pool. Dropping it ends the workers once they finish what they are doing.
 pub(super) struct Pool {
     jobs: Sender<Job>,
-    shared: Arc<Shared>,
+    shared: Arc<PoolState>,
 }
 
 /// What workers share with the pool; holds no `Sender`, so that dropping the pool ends them.
-struct Shared {
+struct PoolState {
     jobs: Receiver<Job>,
     current: Arc<ArcSwap<Compiled>>,
     workers: usize,
@@ -146,7 +146,7 @@ impl Pool {
     pub(super) fn start(current: Arc<ArcSwap<Compiled>>, workers: usize) -> Result<Pool, String> {
         let workers = workers.max(1);
         let (jobs, receiver) = crossbeam_channel::bounded(workers * QUEUE_PER_WORKER);
-        let shared = Arc::new(Shared {
+        let shared = Arc::new(PoolState {
             jobs: receiver,
             current,
             workers,
@@ -190,7 +190,7 @@ impl Pool {
     }
 
     /// Evaluates on a worker; waits asynchronously.
-    pub(super) async fn evaluate(&self, facts: Arc<Facts>, tracing: bool) -> Result<Answer, Unanswered> {
+    pub(super) async fn evaluate(&self, facts: Arc<Facts>, tracing: bool) -> Result<Evaluated, Unanswered> {
         let (sender, mut receiver) = oneshot::channel();
         let enqueued = Instant::now();
         let progress = self.submit(facts, tracing, Reply::Async(sender))?;
@@ -208,7 +208,11 @@ impl Pool {
     }
 
     /// Evaluates on a worker; blocks the calling thread (tools, tests, benchmarks).
-    pub(super) fn evaluate_blocking(&self, facts: Arc<Facts>, tracing: bool) -> Result<Answer, Unanswered> {
+    pub(super) fn evaluate_blocking(
+        &self,
+        facts: Arc<Facts>,
+        tracing: bool,
+    ) -> Result<Evaluated, Unanswered> {
         let (sender, receiver) = std::sync::mpsc::sync_channel(1);
         let enqueued = Instant::now();
         let progress = self.submit(facts, tracing, Reply::Blocking(sender))?;
@@ -225,13 +229,13 @@ impl Pool {
         }
     }
 
-    fn submit(&self, facts: Arc<Facts>, tracing: bool, reply: Reply) -> Result<Arc<Progress>, Unanswered> {
+    fn submit(&self, facts: Arc<Facts>, tracing: bool, reply: Reply) -> Result<Arc<JobProgress>, Unanswered> {
         // Below strength (a replacement refused at the cap, or one that failed to start): try
         // again now. One atomic load when the pool is whole.
         if self.shared.active.load(Ordering::Relaxed) < self.shared.workers {
             top_up(&self.shared);
         }
-        let progress = Arc::new(Progress {
+        let progress = Arc::new(JobProgress {
             started: AtomicU64::new(0),
             worker: AtomicUsize::new(0),
             clock: AtomicI64::new(i64::MIN),
@@ -255,7 +259,7 @@ impl Pool {
     /// worker's CPU time at the first look at the started job.
     fn next_deadline(
         &self,
-        progress: &Progress,
+        progress: &JobProgress,
         enqueued: Instant,
         first_look: &mut Option<Duration>,
     ) -> Result<Instant, Unanswered> {
@@ -315,7 +319,7 @@ impl Drop for Pool {
 }
 
 /// Marks a job cancelled when its caller stops waiting for it, whatever the reason.
-struct CancelOnDrop<'a>(&'a Progress);
+struct CancelOnDrop<'a>(&'a JobProgress);
 
 impl Drop for CancelOnDrop<'_> {
     fn drop(&mut self) {
@@ -326,7 +330,7 @@ impl Drop for CancelOnDrop<'_> {
 /// Starts workers until the pool is back to strength, within the cap on threads (abandoned ones
 /// included); what the cap refuses is started by the next call, which comes when an abandoned
 /// thread ends or a job is submitted.
-fn top_up(shared: &Arc<Shared>) {
+fn top_up(shared: &Arc<PoolState>) {
     // Someone else is topping up: they see the same shortfall.
     let Ok(_topping_up) = shared.topping_up.try_lock() else { return };
     let cap = shared.workers * (1 + ABANDONED_PER_WORKER);
@@ -347,7 +351,7 @@ fn top_up(shared: &Arc<Shared>) {
     }
 }
 
-fn spawn(shared: &Arc<Shared>) -> Result<(), String> {
+fn spawn(shared: &Arc<PoolState>) -> Result<(), String> {
     let id = shared.next_id.fetch_add(1, Ordering::Relaxed);
     let flag = Arc::new(AtomicBool::new(false));
     shared.abandoned.lock().unwrap_or_else(PoisonError::into_inner).push((id, flag.clone()));
@@ -369,7 +373,7 @@ fn spawn(shared: &Arc<Shared>) -> Result<(), String> {
 /// or a panic outside an evaluation), dropping the guard takes it out of the counts and, unless
 /// the pool is closing, starts what the pool is short of.
 struct WorkerGuard {
-    shared: Arc<Shared>,
+    shared: Arc<PoolState>,
     id: usize,
     abandoned: Arc<AtomicBool>,
 }
@@ -440,7 +444,7 @@ fn work(guard: WorkerGuard) {
             }
         };
         errors.record(&compiled.name, &decision.failures);
-        let answer = Answer { decision, trace };
+        let answer = Evaluated { decision, trace };
         match job.reply {
             Reply::Async(sender) => {
                 let _ = sender.send(answer);

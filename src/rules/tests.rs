@@ -6,7 +6,7 @@ use std::time::Duration;
 use super::*;
 use crate::client::ClientIdentity;
 use crate::client_state::History;
-use crate::crawler::{Check, Claim};
+use crate::crawler::{Claim, CrawlerCheck as Check};
 use crate::geo::GeoInfo;
 use crate::signature::{self, Signature};
 
@@ -331,10 +331,10 @@ fn rules_see_the_signed_agent_and_the_signature_check() {
     let rules = script_rules(script, FailMode::Closed).unwrap();
     let signed = |check, agent: &str| Some(Signature { check, agent: agent.into(), detail: "".into() });
     for (signature, reason) in [
-        (signed(signature::Check::Verified, "signer.example"), "signer.example verified"),
-        (signed(signature::Check::Pending, "signer.example"), "nil pending"),
-        (signed(signature::Check::Invalid, "signer.example"), "nil invalid"),
-        (signed(signature::Check::Verified, ""), "nil verified"),
+        (signed(signature::SignatureCheck::Verified, "signer.example"), "signer.example verified"),
+        (signed(signature::SignatureCheck::Pending, "signer.example"), "nil pending"),
+        (signed(signature::SignatureCheck::Invalid, "signer.example"), "nil invalid"),
+        (signed(signature::SignatureCheck::Verified, ""), "nil verified"),
         (None, "nil unsigned"),
     ] {
         let request =
@@ -349,7 +349,7 @@ fn rules_see_the_signed_agent_and_the_signature_check() {
     end } }"#;
     let rules = script_rules(script, FailMode::Closed).unwrap();
     let request = Request {
-        signature: signed(signature::Check::Verified, "signer.example"),
+        signature: signed(signature::SignatureCheck::Verified, "signer.example"),
         crawler: claim("bingbot", Check::ReverseDns),
         ..Request::browser(CHROME)
     };

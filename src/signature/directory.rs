@@ -46,15 +46,15 @@ pub struct Directory {
 
 /// The HTTP client for key directories.
 #[derive(Clone)]
-pub struct Fetcher {
+pub struct DirectoryFetcher {
     http: outbound::Fetcher,
 }
 
-impl Fetcher {
+impl DirectoryFetcher {
     /// A client whose fetches take at most `timeout` each, follow no redirect and reach public
     /// addresses only, unless `allow_private` (see [`crate::outbound::public_only`]): the origin
     /// comes from a client's header.
-    pub fn new(timeout: Duration, allow_private: bool) -> Result<Fetcher, String> {
+    pub fn new(timeout: Duration, allow_private: bool) -> Result<DirectoryFetcher, String> {
         let http = outbound::Fetcher::new(outbound::Options {
             timeout,
             max_bytes: MAX_BYTES,
@@ -62,7 +62,7 @@ impl Fetcher {
             public_only: !allow_private,
             user_agent: USER_AGENT,
         })?;
-        Ok(Fetcher { http })
+        Ok(DirectoryFetcher { http })
     }
 
     /// The directory of `origin` (`scheme://authority`), or why it could not be had.

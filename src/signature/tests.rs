@@ -129,13 +129,13 @@ fn a_signature_over_the_forwarded_request_verifies_and_names_its_agent() {
     let signature = check_with(&signatures, &agent, &request).unwrap();
     assert_eq!(
         (signature.check, signature.agent.as_str()),
-        (Check::Verified, "signer.example"),
+        (SignatureCheck::Verified, "signer.example"),
         "{signature:?}"
     );
 
     // The proxy may forward the host with the default port, or in capitals: the same authority.
     let request = facts("GET", "Example.org:443", "/articles/1?q=1", &as_pairs(&headers));
-    assert_eq!(check_with(&signatures, &agent, &request).unwrap().check, Check::Verified);
+    assert_eq!(check_with(&signatures, &agent, &request).unwrap().check, SignatureCheck::Verified);
 
     // Another path, method, host or accepted type: the signature no longer matches.
     for (method, host, uri) in [
@@ -146,12 +146,12 @@ fn a_signature_over_the_forwarded_request_verifies_and_names_its_agent() {
     ] {
         let request = facts(method, host, uri, &as_pairs(&headers));
         let signature = check_with(&signatures, &agent, &request).unwrap();
-        assert_eq!(signature.check, Check::Invalid, "{method} {host}{uri}: {signature:?}");
+        assert_eq!(signature.check, SignatureCheck::Invalid, "{method} {host}{uri}: {signature:?}");
     }
     let mut changed = headers.clone();
     changed[0].1 = "*/*".into();
     let request = facts("GET", "example.org", "/articles/1?q=1", &as_pairs(&changed));
-    assert_eq!(check_with(&signatures, &agent, &request).unwrap().check, Check::Invalid);
+    assert_eq!(check_with(&signatures, &agent, &request).unwrap().check, SignatureCheck::Invalid);
 }
 
 #[test]
@@ -163,7 +163,7 @@ fn expired_future_untagged_or_agentless_signatures_are_invalid_before_any_fetch(
         // No directory cached: an invalid signature is refused without one.
         let request = facts("GET", "example.org", "/articles/1?q=1", &as_pairs(&headers));
         let signature = signatures.check_now(&request).unwrap();
-        assert_eq!(signature.check, Check::Invalid, "{expected}: {signature:?}");
+        assert_eq!(signature.check, SignatureCheck::Invalid, "{expected}: {signature:?}");
         assert!(signature.detail.contains(expected), "{expected}: {signature:?}");
     };
     invalid(signed_request(&agent, "/articles/1", now - 3600, now - 600), "expired");
@@ -171,7 +171,7 @@ fn expired_future_untagged_or_agentless_signatures_are_invalid_before_any_fetch(
     // Within the allowed skew, it still counts (pending: its directory is not fetched yet).
     let headers = signed_request(&agent, "/articles/1", now + 30, now + 300);
     let request = facts("GET", "example.org", "/articles/1?q=1", &as_pairs(&headers));
-    assert_eq!(signatures.check_now(&request).unwrap().check, Check::Pending);
+    assert_eq!(signatures.check_now(&request).unwrap().check, SignatureCheck::Pending);
 
     // Not covering signature-agent.
     let (input, signature) =
@@ -211,20 +211,24 @@ fn only_https_agents_count_unless_http_is_allowed_and_keys_must_be_in_the_direct
     let headers = [("signature-agent", http_agent), ("signature-input", &input), ("signature", &signature)];
     let request = facts("GET", "example.org", "/", &headers);
     let refused = signatures(false).check_now(&request).unwrap();
-    assert_eq!(refused.check, Check::Invalid);
+    assert_eq!(refused.check, SignatureCheck::Invalid);
     assert!(refused.detail.contains("https://"), "{refused:?}");
     let allowed = signatures(true);
     // The origin, not the path, keys the directory.
     allowed.flights.insert(Arc::from("http://127.0.0.1:8080"), agent.directory());
     let signature = allowed.check_now(&request).unwrap();
-    assert_eq!((signature.check, signature.agent.as_str()), (Check::Verified, "127.0.0.1"), "{signature:?}");
+    assert_eq!(
+        (signature.check, signature.agent.as_str()),
+        (SignatureCheck::Verified, "127.0.0.1"),
+        "{signature:?}"
+    );
 
     // Signed by a key its agent does not publish.
     let stranger = Agent::new();
     let headers = signed_request(&stranger, "/", now, now + 300);
     let request = facts("GET", "example.org", "/?q=1", &as_pairs(&headers));
     let signature = check_with(&signatures(false), &agent, &request).unwrap();
-    assert_eq!(signature.check, Check::Invalid);
+    assert_eq!(signature.check, SignatureCheck::Invalid);
     assert!(signature.detail.contains("is not in"), "{signature:?}");
 
     // A failed fetch proves nothing: pending.
@@ -232,7 +236,7 @@ fn only_https_agents_count_unless_http_is_allowed_and_keys_must_be_in_the_direct
     signatures.flights.insert(Arc::from("https://signer.example"), Keys::Failed(Arc::from("down")));
     let headers = signed_request(&agent, "/", now, now + 300);
     let request = facts("GET", "example.org", "/?q=1", &as_pairs(&headers));
-    assert_eq!(signatures.check_now(&request).unwrap().check, Check::Pending);
+    assert_eq!(signatures.check_now(&request).unwrap().check, SignatureCheck::Pending);
 }
 
 #[test]
@@ -249,7 +253,7 @@ fn a_dictionary_signature_agent_is_read_by_the_member_the_signature_covers() {
     let signature = check_with(&signatures(false), &agent, &request).unwrap();
     assert_eq!(
         (signature.check, signature.agent.as_str()),
-        (Check::Verified, "signer.example"),
+        (SignatureCheck::Verified, "signer.example"),
         "{signature:?}"
     );
 }
@@ -306,13 +310,13 @@ fn signatures_with_bad_windows_are_invalid() {
         let headers = signed_request(&agent, "/articles/1", created, expires);
         let request = facts("GET", "example.org", "/articles/1?q=1", &as_pairs(&headers));
         let signature = check_with(&signatures, &agent, &request).unwrap();
-        assert_eq!(signature.check, Check::Invalid, "{created}..{expires}: {signature:?}");
+        assert_eq!(signature.check, SignatureCheck::Invalid, "{created}..{expires}: {signature:?}");
         assert!(signature.detail.contains(expected), "{created}..{expires}: {signature:?}");
     }
     // The longest window allowed verifies.
     let headers = signed_request(&agent, "/articles/1", now, now + MAX_WINDOW);
     let request = facts("GET", "example.org", "/articles/1?q=1", &as_pairs(&headers));
-    assert_eq!(check_with(&signatures, &agent, &request).unwrap().check, Check::Verified);
+    assert_eq!(check_with(&signatures, &agent, &request).unwrap().check, SignatureCheck::Verified);
 }
 
 #[test]
@@ -332,14 +336,14 @@ fn a_signature_with_a_nonce_verifies_once_and_its_replay_is_invalid() {
     };
     let first = signed("n-1");
     let request = facts("GET", "example.org", "/", &as_pairs(&first));
-    assert_eq!(check_with(&signatures, &agent, &request).unwrap().check, Check::Verified);
+    assert_eq!(check_with(&signatures, &agent, &request).unwrap().check, SignatureCheck::Verified);
     // The same signed request again, as a replay from anywhere: refused.
     let replay = check_with(&signatures, &agent, &request).unwrap();
-    assert_eq!(replay.check, Check::Invalid, "{replay:?}");
+    assert_eq!(replay.check, SignatureCheck::Invalid, "{replay:?}");
     assert!(replay.detail.contains("a replay"), "{replay:?}");
     // A fresh nonce verifies.
     let request = facts("GET", "example.org", "/", &as_pairs(&signed("n-2")));
-    assert_eq!(check_with(&signatures, &agent, &request).unwrap().check, Check::Verified);
+    assert_eq!(check_with(&signatures, &agent, &request).unwrap().check, SignatureCheck::Verified);
 }
 
 /// A key directory for `agent` on 127.0.0.1:0; its origin.
