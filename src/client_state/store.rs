@@ -29,7 +29,8 @@ use redis::cluster_async::ClusterConnection;
 use redis::{Cmd, IntoConnectionInfo, Pipeline, RedisError, RedisFuture, Script, Value};
 use tokio::sync::{Notify, Semaphore, mpsc};
 
-use super::{ClientSnapshot, Record, View, decayed};
+use super::near_cache::View;
+use super::{ClientSnapshot, Record, decayed};
 use crate::client::ClientKey;
 use crate::metrics::Metrics;
 
