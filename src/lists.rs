@@ -371,7 +371,7 @@ impl NetworkList {
 
 /// An IPv4-mapped IPv6 network (`::ffff:192.0.2.0/120`) is the IPv4 network it maps, since
 /// lookups map such addresses to IPv4 first; an entry kept as IPv6 would never match.
-fn canonical(network: IpNet) -> IpNet {
+pub fn canonical(network: IpNet) -> IpNet {
     match network {
         IpNet::V6(v6) if v6.prefix_len() >= 96 => match v6.addr().to_ipv4_mapped() {
             Some(v4) => ipnet::Ipv4Net::new(v4, v6.prefix_len() - 96).map_or(network, IpNet::V4),

@@ -215,6 +215,13 @@ impl Signatures {
             let keyid = details.keyid.as_deref().unwrap_or_default();
             let lifetime =
                 expires.saturating_sub(unix_now()).saturating_add(CLOCK_SKEW).clamp(1, MAX_WINDOW * 2);
+            // A full cache cannot promise to remember this nonce (a flood of fresh signatures
+            // from an agent of someone's own could push entries out): proves nothing, so pending.
+            if self.nonces.entry_count() >= NONCE_CAPACITY {
+                signature.check = SignatureCheck::Pending;
+                signature.detail = Arc::from("too many recent nonces to check this one for a replay");
+                return signature;
+            }
             let key: Arc<str> = Arc::from(format!("{keyid}\n{nonce}"));
             let entry = self.nonces.entry(key).or_insert(Duration::from_secs(lifetime.unsigned_abs()));
             if !entry.is_fresh() {

@@ -73,6 +73,8 @@ pub fn count(kind: Kind, total: usize) -> Option<String> {
 pub fn networks<'a>(entries: impl Iterator<Item = &'a str>) -> Option<String> {
     for entry in entries {
         let Ok(network) = entry.parse::<IpNet>() else { continue };
+        // As the list will store and match it: `::ffff:0:0/96` is all of IPv4.
+        let network = crate::lists::canonical(network);
         let (least, family) = match network {
             IpNet::V4(_) => (MIN_PREFIX_V4, "IPv4"),
             IpNet::V6(_) => (MIN_PREFIX_V6, "IPv6"),
@@ -113,6 +115,9 @@ mod tests {
         assert!(networks(["10.0.0.0/8"].into_iter()).is_some());
         assert!(networks(["::/0"].into_iter()).is_some());
         assert!(networks(["2001:db8::/16"].into_iter()).is_some());
+        // An IPv4-mapped range is judged as the IPv4 range it matches.
+        assert!(networks(["::ffff:0:0/96"].into_iter()).unwrap().contains("0.0.0.0/0"));
+        assert!(networks(["::ffff:10.0.0.0/104"].into_iter()).is_some());
         assert_eq!(networks(["66.249.64.0/27", "2001:4860:4801:10::/64", "8.8.0.0/12"].into_iter()), None);
     }
 

@@ -36,6 +36,9 @@ fn is_public_v4(address: Ipv4Addr) -> bool {
         || (a == 192 && b == 0 && c == 0)        // IETF protocol assignments
         || (a == 192 && b == 0 && c == 2)        // documentation
         || (a == 192 && b == 88 && c == 99)      // 6to4 relay anycast
+        || (a == 192 && b == 31 && c == 196)     // AS112-v4
+        || (a == 192 && b == 52 && c == 193)     // AMT
+        || (a == 192 && b == 175 && c == 48)     // direct delegation AS112
         || (a == 192 && b == 168)                // private
         || (a == 198 && (18..20).contains(&b))   // benchmarking
         || (a == 198 && b == 51 && c == 100)     // documentation
@@ -58,6 +61,11 @@ fn is_public_v6(address: Ipv6Addr) -> bool {
     }
     if segments[..6] == [0x64, 0xff9b, 0, 0, 0, 0] {
         return is_public_v4(embedded(segments[6], segments[7]));
+    }
+    // Local-use NAT64 (64:ff9b:1::/48) and IPv4-translated addresses (::ffff:0:a.b.c.d):
+    // translations on someone's own network.
+    if segments[..3] == [0x64, 0xff9b, 1] || segments[..6] == [0, 0, 0, 0, 0xffff, 0] {
+        return false;
     }
     if segments[0] == 0x2002 {
         return is_public_v4(embedded(segments[1], segments[2]));
@@ -164,6 +172,10 @@ mod tests {
             "fec0::1",
             "ff02::1",
             "2001:db8::1",
+            "64:ff9b:1::8.8.8.8",
+            "::ffff:0:8.8.8.8",
+            "192.31.196.1",
+            "192.175.48.1",
         ] {
             assert!(!public(address), "{address} counted as public");
         }

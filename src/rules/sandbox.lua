@@ -14,8 +14,8 @@
 -- their time in C cannot be limited. `re` offers linear-time regular expressions instead.
 local check_pattern, re, lists, browser, trap_threshold = ...
 
-local setmetatable, getmetatable, rawget, rawset, error, next, type =
-  setmetatable, getmetatable, rawget, rawset, error, next, type
+local setmetatable, getmetatable, rawget, rawset, rawlen, error, next, type =
+  setmetatable, getmetatable, rawget, rawset, rawlen, error, next, type
 local find, match, gmatch, gsub = string.find, string.match, string.gmatch, string.gsub
 
 local function read_only()
@@ -63,6 +63,9 @@ local string_metatable = getmetatable("")
 string_metatable.__index = strings
 string_metatable.__metatable = false
 
+-- Sealed metatables (see `seal`) and the private copies objects made with them use.
+local private = setmetatable({}, { __mode = "k" })
+
 local base = {
   assert = assert, error = error, getmetatable = getmetatable, ipairs = ipairs, next = next,
   pairs = pairs, pcall = pcall, rawequal = rawequal, rawget = rawget, rawlen = rawlen,
@@ -73,7 +76,9 @@ local base = {
     if metatable ~= nil and rawget(metatable, "__gc") ~= nil then
       error("rules cannot set __gc metamethods", 2)
     end
-    return setmetatable(t, metatable)
+    -- A metatable the script made while loading is sealed; objects a rule makes with it get
+    -- the metatable's private working copy (see `seal`).
+    return setmetatable(t, private[metatable] or metatable)
   end,
   string = freeze(strings), table = freeze(table), math = freeze(math), utf8 = freeze(utf8),
   lists = freeze(lists), re = freeze(re), browser = browser, trap_threshold = trap_threshold,
@@ -111,33 +116,38 @@ local function settle()
   return globals
 end
 
+-- A metatable's contents as an object may use them: finalizers never (they would run when the
+-- state closes, outside any time limit).
+local function copy_metatable(metatable)
+  local copy = {}
+  for key, value in next, metatable do
+    if key ~= "__gc" and key ~= "__close" then copy[key] = value end
+  end
+  return copy
+end
+
 -- Makes table `t` read-only in place, so that every reference to it (a local a rule captured,
--- a field of another table) sees the same read-only table: its entries move to a hidden
--- table its reads fall through to, so every write meets __newindex. Keys that name
--- metamethods ("__index", ...) stay where they are, so a table the script uses as a metatable
--- keeps working as one. The script's own metatable keeps its metamethods (and its __index
--- answers what the table lacks); getmetatable still returns it.
-local function seal_table(t, metatable, set_metatable)
+-- a field of another table) sees the same read-only table: its entries move to a hidden table
+-- that reads fall through to and nothing outside reaches (`pairs` walks it through a function
+-- of its own), so every write meets __newindex. `own` is the metatable the script gave `t`:
+-- its metamethods keep working (its __index answers what the table lacks, through a guarded
+-- copy that refuses writes), and getmetatable still returns it.
+local function seal_table(t, own, for_objects, for_hidden, set_metatable)
   local hidden = {}
-  for key, value in next, t do
-    if type(key) ~= "string" or find(key, "__", 1, true) ~= 1 then hidden[key] = value end
-  end
+  for key, value in next, t do hidden[key] = value end
   for key in next, hidden do rawset(t, key, nil) end
-  local own = metatable(t)
   local sealed = {}
-  if own ~= nil then
-    for key, value in next, own do sealed[key] = value end
-    set_metatable(hidden, own)
+  local working = own ~= nil and for_objects[own] or nil
+  if working ~= nil then
+    for key, value in next, working do sealed[key] = value end
+    set_metatable(hidden, for_hidden[own])
   end
+  local function step(_, key) return next(hidden, key) end
   sealed.__index = hidden
   sealed.__newindex = read_only
-  sealed.__len = (own ~= nil and rawget(own, "__len")) or function() return #hidden end
-  sealed.__pairs = function() return next, hidden, nil end
-  if own == nil then
-    sealed.__metatable = false
-  elseif rawget(own, "__metatable") == nil then
-    sealed.__metatable = own
-  end
+  sealed.__len = (working ~= nil and rawget(working, "__len")) or function() return rawlen(hidden) end
+  sealed.__pairs = function(self) return step, self, nil end
+  sealed.__metatable = working ~= nil and working.__metatable or false
   set_metatable(t, sealed)
 end
 
@@ -146,8 +156,14 @@ end
 -- metatables and Lua functions' upvalues, and returns the Lua functions it met (whose bytecode
 -- lua.rs checks for assignments to outer locals). The sandbox's own read-only views and the
 -- globals table are left as they are.
+--
+-- A table used as a metatable is sealed like any other, so a rule cannot change it; the objects
+-- that use it, and those a rule makes with `setmetatable` during a request, use a private copy
+-- made before sealing, which nothing but those objects reaches. A metatable with a finalizer
+-- (`__gc`, which the sandbox's setmetatable refuses, but which a script can add to a metatable
+-- afterwards) makes the script fail to load.
 local function seal(roots, upvalue, metatable, set_metatable)
-  local seen, functions, tables = { [env] = true }, {}, {}
+  local seen, functions, tables, metatables = { [env] = true }, {}, {}, {}
   local function walk(value)
     local kind = type(value)
     if (kind ~= "table" and kind ~= "function") or seen[value] or is_view[value] then return end
@@ -168,13 +184,30 @@ local function seal(roots, upvalue, metatable, set_metatable)
       walk(key)
       walk(item)
     end
-    walk(metatable(value))
+    local own = metatable(value)
+    if own ~= nil and not is_view[own] then
+      if rawget(own, "__gc") ~= nil then error("rules cannot set __gc metamethods", 0) end
+      metatables[own] = true
+      walk(own)
+    end
   end
   walk(roots)
-  -- Sealed after the walk, so that the walk reads every table as the script left it.
-  for i = 1, #tables do
-    if tables[i] ~= roots then seal_table(tables[i], metatable, set_metatable) end
+  -- Before anything is sealed: each metatable's contents, for the objects that use it (with
+  -- getmetatable returning the sealed original), and a copy that refuses writes, for the
+  -- hidden tables of sealed ones (an __index function gets the hidden table as `self`).
+  local for_objects, for_hidden = {}, {}
+  for own in next, metatables do
+    local working = copy_metatable(own)
+    if rawget(working, "__metatable") == nil then working.__metatable = own end
+    local guarded = copy_metatable(working)
+    guarded.__newindex = read_only
+    for_objects[own], for_hidden[own] = working, guarded
   end
+  for i = 1, #tables do
+    local t = tables[i]
+    if t ~= roots then seal_table(t, metatable(t), for_objects, for_hidden, set_metatable) end
+  end
+  for own, working in next, for_objects do private[own] = working end
   return functions
 end
 

@@ -4,7 +4,8 @@
 //!
 //! After the script has loaded, `seal` (in `sandbox.lua`) walks everything the rules can reach
 //! (the returned rules, the script's globals, and the upvalues of every Lua function among
-//! them) and makes every table it finds read-only in place. Tables cover growth (`seen[#seen +
+//! them) and makes every table it finds read-only in place (metatables included; the objects
+//! that use one get a private working copy). Tables cover growth (`seen[#seen +
 //! 1] = ...`), but a rule could still assign an outer local (`count = count + 1`, `cache =
 //! cache or {}`), which no table can see: so the bytecode of every function reached is read,
 //! and a `SETUPVAL` on an upvalue that comes from outside the function is a load error naming the

@@ -204,6 +204,48 @@ fn tables_the_rules_reach_through_locals_are_read_only_nested_and_with_metatable
 }
 
 #[test]
+fn no_way_around_the_seal_pairs_metamethod_keys_getmetatable_or_an_index_function() {
+    let script = r#"
+        local seen = {}
+        local counters = { __n = 0 }
+        local Counter = {}
+        Counter.__index = Counter
+        function Counter.get(self) return self.base end
+        local counter = setmetatable({ base = 1 }, Counter)
+        local memo = setmetatable({}, { __index = function(t, key) t[key] = key .. "!"; return t[key] end })
+        local function attempt(f) local ok, err = pcall(f); return ok and "wrote" or "refused" end
+        return {
+            { name = "escapes", check = function(r)
+                local _, raw = pairs(seen)
+                return "allow", table.concat({
+                    attempt(function() raw[#raw + 1] = r.path end),
+                    attempt(function() counters.__n = counters.__n + 1 end),
+                    attempt(function() getmetatable(counter).__index = function() return "hijacked" end end),
+                    attempt(function() return memo.x end),
+                    -- Objects made during a request still work with the script's classes.
+                    tostring(setmetatable({ base = 7 }, Counter):get()),
+                    tostring(getmetatable(setmetatable({}, Counter)) == Counter),
+                    tostring(#seen), tostring(counters.__n), tostring(counter:get()),
+                }, " ")
+            end },
+        }"#;
+    let rules = rules_with(script, FailMode::Closed, limits()).unwrap();
+    for _ in 0..3 {
+        let decision = rules.evaluate(&Request::browser(CHROME).facts());
+        assert_eq!(decision.reason, "refused refused refused refused 7 true 0 0 1", "{decision:?}");
+    }
+    // A finalizer added to a metatable after it was set would run outside any time limit when a
+    // state closes: the script does not load.
+    let finalizer = r#"
+        local mt = {}
+        local object = setmetatable({}, mt)
+        mt.__gc = function() while true do end end
+        return { { name = "x", check = function(r) return object and nil end } }"#;
+    let error = rules_with(finalizer, FailMode::Closed, limits()).err().expect("refused").to_string();
+    assert!(error.contains("rules cannot set __gc metamethods"), "{error}");
+}
+
+#[test]
 fn state_cannot_outlive_a_request_through_a_scripts_locals() {
     // The issue's case: a table that grows across requests, and a rule that fires on every 50th
     // entry, once per worker. Now every request sees the table as the script left it.
