@@ -4,8 +4,6 @@
 use std::net::IpAddr;
 use std::sync::Arc;
 
-use axum::http::HeaderMap;
-
 use crate::claims::{Claim, Signature};
 use crate::client::{ClientKey, HeaderLines};
 use crate::client_state::History;
@@ -160,21 +158,18 @@ impl Headers {
         }
     }
 
-    /// The headers of an HTTP request as parsed, in order. Their names are lowercase and their
-    /// values hold no newline already (the `http` crate refuses both otherwise), so this copies
-    /// them without checking; a value that is not UTF-8 is decoded lossily.
-    pub fn from_header_map(map: &HeaderMap) -> Self {
-        let bytes = map.iter().map(|(name, value)| name.as_str().len() + value.len()).sum();
-        let mut headers = Headers::with_capacity(map.len(), bytes);
-        for (name, value) in map {
-            let start = headers.text.len();
-            headers.text.push_str(name.as_str());
-            match std::str::from_utf8(value.as_bytes()) {
-                Ok(text) => headers.finish_header(start, text),
-                Err(_) => headers.finish_header(start, &String::from_utf8_lossy(value.as_bytes())),
-            }
-        }
-        headers
+    /// Appends a header that is well-formed already: a lowercase name, and a value without a
+    /// newline, carriage return or NUL, as the `http` crate guarantees for a parsed request (its
+    /// names are lowercase and its values refuse control characters). Skips `push`'s checks on
+    /// the path every request takes; checked in debug builds.
+    pub fn push_parsed(&mut self, name: &str, value: &str) {
+        debug_assert!(
+            !name.bytes().any(|byte| byte.is_ascii_uppercase() || matches!(byte, b'\n' | b'\r' | b'\0'))
+        );
+        debug_assert!(memchr::memchr3(b'\n', b'\r', b'\0', value.as_bytes()).is_none());
+        let start = self.text.len();
+        self.text.push_str(name);
+        self.finish_header(start, value);
     }
 
     /// Completes the header whose lowercase name was written from `start`: `": "`, the value

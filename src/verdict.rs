@@ -9,6 +9,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::app::App;
+use crate::claims::{Claim, Signature};
+use crate::client_state::History;
 use crate::facts::{Coverage, Facts, Headers};
 use crate::lists::List;
 use crate::metrics::HitSource;
@@ -148,11 +150,26 @@ pub fn decide_blocking(app: &App, request: ForwardedRequest, how: How) -> Judgem
 /// [`facts`], with a crawler claim's DNS verification and a signature's key directory fetch
 /// completed side by side, each waiting at most its configured verdict wait (or `wait`).
 async fn verified_facts(app: &App, request: ForwardedRequest, wait: Option<Duration>) -> Facts {
-    let mut facts = facts(app, request);
-    let (mut claim, mut signature) = (facts.crawler.take(), facts.signature.take());
+    let facts = facts(app, request);
+    let Verified { crawler, signature, history } = verify(app, &facts, wait).await;
+    Facts { crawler, signature, history: history.unwrap_or(facts.history), ..facts }
+}
+
+/// What waiting for the verifications found: the claim and signature checked, and the shared
+/// history when the store brought one.
+struct Verified {
+    crawler: Option<Claim>,
+    signature: Option<Signature>,
+    history: Option<History>,
+}
+
+/// Completes `facts`' crawler claim, signature and shared history side by side, each within its
+/// verdict wait (or `wait`).
+async fn verify(app: &App, facts: &Facts, wait: Option<Duration>) -> Verified {
+    let (mut crawler, mut signature) = (facts.crawler.clone(), facts.signature.clone());
     let compiled = app.rules.current();
-    let crawler = async {
-        if let Some(claim) = claim.as_mut() {
+    let claimed = async {
+        if let Some(claim) = crawler.as_mut() {
             let domains = compiled.list(CRAWLER_DOMAINS);
             match wait {
                 Some(wait) => app.crawlers.verify_within(claim, domains, facts.address, wait).await,
@@ -162,19 +179,14 @@ async fn verified_facts(app: &App, request: ForwardedRequest, wait: Option<Durat
     };
     let signed = async {
         match wait {
-            Some(wait) => app.signatures.verify_within(&mut signature, &facts, wait).await,
-            None => app.signatures.verify(&mut signature, &facts).await,
+            Some(wait) => app.signatures.verify_within(&mut signature, facts, wait).await,
+            None => app.signatures.verify(&mut signature, facts).await,
         }
     };
     // A client this replica has no fresh shared view of: its history as every replica left it.
     let shared = app.clients.refresh(facts.key, facts.history);
-    let ((), (), shared) = tokio::join!(crawler, signed, shared);
-    facts.crawler = claim;
-    facts.signature = signature;
-    if let Some(history) = shared {
-        facts.history = history;
-    }
-    facts
+    let ((), (), history) = tokio::join!(claimed, signed, shared);
+    Verified { crawler, signature, history }
 }
 
 /// Identity, enrichment and history for `request`; a trap URL counts as a trap hit.
@@ -204,7 +216,7 @@ fn facts(app: &App, request: ForwardedRequest) -> Facts {
         user_agent,
         address,
     );
-    let mut facts = Facts {
+    let unsigned = Facts {
         method: request.method,
         proto: request.proto,
         host: request.host,
@@ -219,6 +231,7 @@ fn facts(app: &App, request: ForwardedRequest) -> Facts {
         signature: None,
         coverage: request.coverage,
     };
-    facts.signature = app.signatures.check_now(&facts);
-    facts
+    // A signature covers the request as built: checked on it, then part of the facts.
+    let signature = app.signatures.check_now(&unsigned);
+    Facts { signature, ..unsigned }
 }

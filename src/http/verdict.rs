@@ -55,7 +55,7 @@ pub(crate) async fn verdict(
 pub fn forwarded_request(peer: IpAddr, method: &Method, headers: &HeaderMap) -> ForwardedRequest {
     // Copy the headers once, then read the forwarding ones from the copy: a `HeaderMap::get` by
     // name would parse and hash each name again.
-    let copied = Headers::from_header_map(headers);
+    let copied = copy_headers(headers);
     let text = |name: &str| copied.get(name).map(str::trim);
     let first = |name: &str| text(name).map(|value| value.split(',').next().unwrap_or("").trim());
     ForwardedRequest {
@@ -72,6 +72,20 @@ pub fn forwarded_request(peer: IpAddr, method: &Method, headers: &HeaderMap) -> 
         at: None,
         coverage: Coverage::All,
     }
+}
+
+/// The headers of an HTTP request as parsed, in order, as the rules see them. A value that is
+/// not UTF-8 is decoded lossily.
+fn copy_headers(map: &HeaderMap) -> Headers {
+    let bytes = map.iter().map(|(name, value)| name.as_str().len() + value.len()).sum();
+    let mut headers = Headers::with_capacity(map.len(), bytes);
+    for (name, value) in map {
+        match std::str::from_utf8(value.as_bytes()) {
+            Ok(text) => headers.push_parsed(name.as_str(), text),
+            Err(_) => headers.push_parsed(name.as_str(), &String::from_utf8_lossy(value.as_bytes())),
+        }
+    }
+    headers
 }
 
 fn respond(app: &App, judgement: &Judgement) -> Response {
