@@ -98,6 +98,19 @@ impl Keys {
     }
 }
 
+/// Directory fetches with `config`'s budgets, a quarter more kept for agents fetched before.
+fn directory_flights(config: &WebBotAuthConfig) -> SingleFlight<Arc<str>, Keys> {
+    SingleFlight::new(Settings {
+        capacity: CACHE_CAPACITY,
+        timeout: config.timeout,
+        done_for: Keys::keep_for,
+        per_second: config.fetches_per_second,
+        in_flight: config.max_pending,
+        reserved_per_second: (config.fetches_per_second / RESERVED_SHARE).max(1),
+        reserved_in_flight: (config.max_pending / RESERVED_SHARE as usize).max(1),
+    })
+}
+
 /// A nonce's entry lives until its signature expires (plus the skew).
 struct NonceExpiry;
 
@@ -137,15 +150,7 @@ impl Signatures {
         Signatures {
             config: config.clone(),
             fetcher,
-            flights: SingleFlight::new(Settings {
-                capacity: CACHE_CAPACITY,
-                timeout: config.timeout,
-                done_for: Keys::keep_for,
-                per_second: config.fetches_per_second,
-                in_flight: config.max_pending,
-                reserved_per_second: (config.fetches_per_second / RESERVED_SHARE).max(1),
-                reserved_in_flight: (config.max_pending / RESERVED_SHARE as usize).max(1),
-            }),
+            flights: directory_flights(config),
             known: Cache::builder().max_capacity(CACHE_CAPACITY).time_to_live(KNOWN_FOR).build(),
             nonces: Cache::builder().max_capacity(NONCE_CAPACITY).expire_after(NonceExpiry).build(),
             metrics,

@@ -386,7 +386,7 @@ async fn a_spray_of_forged_agents_does_not_keep_a_known_agent_from_its_next_fetc
     assert!(matches!(keys, Some(Keys::Found(_))), "{keys:?}");
     assert!(signatures.known.contains_key(&known_origin));
     // ...and its cached copy has since expired (an empty cache stands for that).
-    let signatures = Signatures { flights: fresh_flights(&config), ..signatures };
+    let signatures = Signatures { flights: directory_flights(&config), ..signatures };
 
     // Forged agents, free to mint, take every general slot and hang.
     let mut spray = Vec::new();
@@ -398,18 +398,6 @@ async fn a_spray_of_forged_agents_does_not_keep_a_known_agent_from_its_next_fetc
     let mut receiver = signatures.start(known_origin).expect("the reserve is the known agent's");
     let keys = receiver.wait_for(Option::is_some).await.unwrap().clone();
     assert!(matches!(keys, Some(Keys::Found(_))), "{keys:?}");
-}
-
-fn fresh_flights(config: &WebBotAuthConfig) -> SingleFlight<Arc<str>, Keys> {
-    SingleFlight::new(Settings {
-        capacity: CACHE_CAPACITY,
-        timeout: config.timeout,
-        done_for: Keys::keep_for,
-        per_second: config.fetches_per_second,
-        in_flight: config.max_pending,
-        reserved_per_second: (config.fetches_per_second / RESERVED_SHARE).max(1),
-        reserved_in_flight: (config.max_pending / RESERVED_SHARE as usize).max(1),
-    })
 }
 
 #[test]
