@@ -24,27 +24,27 @@ use crate::trap_url::TrapUrls;
 /// Everything the handlers share, built once.
 pub struct App {
     /// The settings it was built from.
-    pub config: Config,
+    pub(crate) config: Config,
     /// The trap page generator (and, through it, the trap-URL check).
-    pub generator: Generator,
+    pub(crate) generator: Generator,
     /// Permits for pages that drip; when none is left, pages go out whole.
-    pub drip_slots: Arc<Semaphore>,
+    pub(crate) drip_slots: Arc<Semaphore>,
     /// Client addresses and keys.
-    pub identity: ClientIdentity,
+    pub(crate) identity: ClientIdentity,
     /// What is remembered per client.
-    pub clients: ClientStates,
+    pub(crate) clients: ClientStates,
     /// ASN and country databases.
-    pub geo: Geo,
+    pub(crate) geo: Geo,
     /// The live ruleset.
-    pub rules: Rules,
+    pub(crate) rules: Rules,
     /// Prometheus metrics.
-    pub metrics: Arc<Metrics>,
+    pub(crate) metrics: Arc<Metrics>,
     /// Crawler claims: published ranges and forward-confirmed reverse DNS.
-    pub crawlers: Crawlers,
+    pub(crate) crawlers: Crawlers,
     /// Web Bot Auth signatures: key directories fetched and cached.
-    pub signatures: Signatures,
+    pub(crate) signatures: Signatures,
     /// Which trap verdicts get a log line (one per rule and client a minute).
-    pub trap_lines: crate::log_sink::TrapLines,
+    pub(crate) trap_lines: crate::log_sink::TrapLines,
 }
 
 /// A component that could not be built from the config.
@@ -68,6 +68,29 @@ pub enum BuildError {
 }
 
 impl App {
+    /// The settings it was built from.
+    pub fn config(&self) -> &Config {
+        &self.config
+    }
+
+    /// The live ruleset, for `check` and the rule-cost benches.
+    pub fn rules(&self) -> &Rules {
+        &self.rules
+    }
+
+    /// The trap page generator, for `quagmire generate`.
+    pub fn generator(&self) -> &Generator {
+        &self.generator
+    }
+
+    /// Where per-client state lives, for the start-up line.
+    pub fn describe_client_state(&self) -> String {
+        match self.clients.store() {
+            Some(store) => format!("shared through {}", store.config().describe()),
+            None => "this process only (no store)".to_string(),
+        }
+    }
+
     /// Reads the corpus and trains the model: the slow part of startup.
     pub fn build(config: Config, secret: &Secret) -> Result<App, BuildError> {
         let started = Instant::now();

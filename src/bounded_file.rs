@@ -9,7 +9,7 @@ use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 
 /// The contents of the regular file at `path`, if it holds at most `max_bytes`.
-pub fn read(path: &Path, max_bytes: u64) -> io::Result<Vec<u8>> {
+pub(crate) fn read(path: &Path, max_bytes: u64) -> io::Result<Vec<u8>> {
     // O_NONBLOCK: opening a FIFO with no writer returns at once instead of waiting for one.
     let file: File = OpenOptions::new().read(true).custom_flags(libc::O_NONBLOCK).open(path)?;
     let metadata = file.metadata()?;

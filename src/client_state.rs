@@ -13,7 +13,7 @@
 //! history is the two together.
 
 mod near_cache;
-pub mod store;
+pub(crate) mod store;
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
@@ -58,7 +58,7 @@ pub struct History {
 
 /// A client's record, for the admin view.
 #[derive(Clone, Debug)]
-pub struct ClientSnapshot {
+pub(crate) struct ClientSnapshot {
     /// The client.
     pub key: ClientKey,
     /// Its history now.
@@ -76,7 +76,7 @@ pub struct ClientSnapshot {
 }
 
 /// All client records.
-pub struct ClientStates {
+pub(crate) struct ClientStates {
     cache: Cache<ClientKey, Arc<Record>>,
     /// The records with trap hits (the same `Arc`s as in `cache`), bounded by [`TRAPPED_CAPACITY`].
     trapped: Cache<ClientKey, Arc<Record>>,
@@ -114,7 +114,7 @@ impl Quota {
 }
 
 /// One client's record (shared with the store's syncer).
-pub struct Record {
+pub(crate) struct Record {
     inner: Mutex<Inner>,
 }
 
@@ -141,14 +141,14 @@ const USER_AGENT_BYTES: usize = 256;
 /// Most trapped clients kept for the admin views. Walking them costs about a millisecond; when a
 /// spray of addresses traps more, the least recently trapped are dropped from the views (never
 /// from `cache`, so verdicts still see their history).
-pub const TRAPPED_CAPACITY: u64 = 10_000;
+pub(crate) const TRAPPED_CAPACITY: u64 = 10_000;
 
 /// Half-life of a request's weight in `request_rate`.
 const RATE_HALF_LIFE: Duration = Duration::from_secs(60);
 
 impl ClientStates {
     /// An empty set of records; `on_evict` runs for each record dropped for capacity or idleness.
-    pub fn new(config: ClientStateConfig, on_evict: impl Fn() + Send + Sync + 'static) -> Self {
+    pub(crate) fn new(config: ClientStateConfig, on_evict: impl Fn() + Send + Sync + 'static) -> Self {
         let cache = Cache::builder()
             .max_capacity(config.capacity)
             .time_to_idle(config.idle_timeout)
@@ -167,18 +167,18 @@ impl ClientStates {
     }
 
     /// These records as the near cache of `store` (which [`ClientStates::run_store`] connects).
-    pub fn with_store(mut self, store: Store) -> Self {
+    pub(crate) fn with_store(mut self, store: Store) -> Self {
         self.store = Some(Arc::new(store));
         self
     }
 
     /// The shared store, if one is configured.
-    pub fn store(&self) -> Option<&Store> {
+    pub(crate) fn store(&self) -> Option<&Store> {
         self.store.as_deref()
     }
 
     /// Connects the store and sends updates until dropped; `None` without a store.
-    pub fn run_store(&self) -> Option<impl Future<Output = ()> + Send + 'static> {
+    pub(crate) fn run_store(&self) -> Option<impl Future<Output = ()> + Send + 'static> {
         let store = self.store.clone()?;
         Some(store.run(self.cache.clone()))
     }
@@ -186,7 +186,7 @@ impl ClientStates {
     /// With a store: sends every client's unsent requests and trap hits now, waiting at most
     /// the store's `store-wait-ms` (at shutdown, so a stopping replica's last hits are shared).
     /// Returns how many clients were sent.
-    pub async fn flush_store(&self) -> usize {
+    pub(crate) async fn flush_store(&self) -> usize {
         let Some(store) = self.store.as_ref() else { return 0 };
         if !store.usable() {
             return 0;
@@ -206,7 +206,7 @@ impl ClientStates {
     /// With a store: brings `key`'s shared history up to date when this replica's view of it is
     /// too old (or missing), waiting at most the store's budget, and returns the history the
     /// verdict should use (`observed`'s local rate limit kept). `None` when nothing was asked.
-    pub async fn refresh(&self, key: ClientKey, observed: History) -> Option<History> {
+    pub(crate) async fn refresh(&self, key: ClientKey, observed: History) -> Option<History> {
         let store = self.store.as_ref()?;
         let config = store.config();
         if !store.usable() {
@@ -235,14 +235,15 @@ impl ClientStates {
     }
 
     /// Records a request from `key` and returns its history including this request.
-    pub fn observe_request(&self, key: ClientKey, user_agent: &str, geo: &GeoInfo) -> History {
+    #[cfg(test)]
+    pub(crate) fn observe_request(&self, key: ClientKey, user_agent: &str, geo: &GeoInfo) -> History {
         self.observe_request_at(key, user_agent, geo, Instant::now())
     }
 
     /// [`ClientStates::observe_request`] for a request made at `now`: decay and the quota run
     /// on the request's own time (a replayed log line's). Times must not go back by much: a
     /// request earlier than the record's last one decays nothing.
-    pub fn observe_request_at(
+    pub(crate) fn observe_request_at(
         &self,
         key: ClientKey,
         user_agent: &str,
@@ -277,7 +278,7 @@ impl ClientStates {
 
     /// Trapped clients whose decayed trap score is at least `threshold` (walks the trapped
     /// clients, at most [`TRAPPED_CAPACITY`]: for scrapes).
-    pub fn count_over(&self, threshold: f64) -> u64 {
+    pub(crate) fn count_over(&self, threshold: f64) -> u64 {
         let now = Instant::now();
         let mut count = 0;
         for (_, record) in self.trapped.iter() {
@@ -289,12 +290,12 @@ impl ClientStates {
     }
 
     /// Records a trap hit for `key`.
-    pub fn record_trap_hit(&self, key: ClientKey) -> History {
+    pub(crate) fn record_trap_hit(&self, key: ClientKey) -> History {
         self.record_trap_hit_at(key, Instant::now())
     }
 
     /// [`ClientStates::record_trap_hit`] for a hit at `now` (see `observe_request_at`).
-    pub fn record_trap_hit_at(&self, key: ClientKey, now: Instant) -> History {
+    pub(crate) fn record_trap_hit_at(&self, key: ClientKey, now: Instant) -> History {
         let record = self.record(key, now);
         // Inserted on every hit, so that a record `cache` evicted and made anew replaces the old.
         self.trapped.insert(key, record.clone());
@@ -316,7 +317,8 @@ impl ClientStates {
     }
 
     /// The history of `key` without recording anything.
-    pub fn history(&self, key: ClientKey) -> History {
+    #[cfg(test)]
+    pub(crate) fn history(&self, key: ClientKey) -> History {
         match self.cache.get(&key) {
             Some(record) => {
                 let mut inner = record.inner.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
@@ -330,7 +332,7 @@ impl ClientStates {
 
     /// Up to `limit` clients with the highest trap scores (walks the trapped clients, at most
     /// [`TRAPPED_CAPACITY`]).
-    pub fn most_trapped(&self, limit: usize) -> Vec<ClientSnapshot> {
+    pub(crate) fn most_trapped(&self, limit: usize) -> Vec<ClientSnapshot> {
         let now = Instant::now();
         let mut all: Vec<ClientSnapshot> = self
             .trapped
@@ -355,14 +357,9 @@ impl ClientStates {
     }
 
     /// Records currently held.
-    pub fn len(&self) -> u64 {
+    pub(crate) fn len(&self) -> u64 {
         self.cache.run_pending_tasks();
         self.cache.entry_count()
-    }
-
-    /// Whether no client is remembered.
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
     }
 
     fn record(&self, key: ClientKey, at: Instant) -> Arc<Record> {

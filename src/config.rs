@@ -10,7 +10,7 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, LazyLock};
 
-pub use self::kdl::{ConfigError, Problem};
+pub use self::kdl::ConfigError;
 use std::time::Duration;
 
 use ipnet::IpNet;
@@ -21,7 +21,7 @@ use crate::lists_update::ListsConfig;
 use crate::rules::{FailMode, Limits, RulesConfig};
 
 /// The embedded default configuration, which documents every key.
-pub const DEFAULT_KDL: &str = include_str!("config/default.kdl");
+pub(crate) const DEFAULT_KDL: &str = include_str!("config/default.kdl");
 
 /// Every setting, validated.
 #[derive(Clone, Debug, PartialEq)]
@@ -56,8 +56,8 @@ pub struct Config {
     pub web_bot_auth: WebBotAuthConfig,
 }
 
-pub use crate::crawler::DnsConfig;
-pub use crate::signature::WebBotAuthConfig;
+pub(crate) use crate::crawler::DnsConfig;
+pub(crate) use crate::signature::WebBotAuthConfig;
 
 /// Where `/metrics` and `/api/trapped` are served, and who may read them.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]

@@ -2,7 +2,7 @@
 //! the config names: plain text, and a site's own HTML and Markdown, whose prose [`extract`]
 //! takes out. Read once at start; nothing here runs on the request path.
 
-pub mod extract;
+pub(crate) mod extract;
 
 use std::io::Read;
 use std::path::{Path, PathBuf};
@@ -33,7 +33,7 @@ pub enum CorpusError {
 
 /// The largest corpus file read (a regular file only): a book is a few megabytes, and the
 /// embedded corpus is about 2 MB.
-pub const MAX_FILE_BYTES: u64 = 64 << 20;
+pub(crate) const MAX_FILE_BYTES: u64 = 64 << 20;
 
 /// The embedded default corpus, decompressed.
 pub fn embedded() -> String {
@@ -46,7 +46,7 @@ pub fn embedded() -> String {
 
 /// How much one source gave the corpus, for the start log.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct SourceReport {
+pub(crate) struct SourceReport {
     /// The embedded corpus, or the path as configured.
     pub source: String,
     /// Files read from it.
@@ -65,7 +65,7 @@ pub fn load(embedded_corpus: bool, paths: &[PathBuf]) -> Result<String, CorpusEr
 /// `.txt`, `.md`/`.markdown` and `.html`/`.htm` files are read recursively in name order; the
 /// prose of HTML and Markdown files is extracted ([`extract`]), other files are taken as plain
 /// text. Invalid UTF-8 is replaced rather than refused, since downloaded books are often Latin-1.
-pub fn load_reporting(
+pub(crate) fn load_reporting(
     embedded_corpus: bool,
     paths: &[PathBuf],
 ) -> Result<(String, Vec<SourceReport>), CorpusError> {

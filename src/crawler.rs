@@ -27,7 +27,7 @@ use crate::lists::{DomainList, List, NetworkList, is_under};
 use crate::metrics::Metrics;
 use crate::single_flight::{Entry, Settings, SingleFlight};
 
-pub use crate::claims::{Claim, CrawlerCheck};
+pub(crate) use crate::claims::{Claim, CrawlerCheck};
 
 /// The resolver that forward-confirmed reverse DNS asks, and the budgets that keep a spray of fake
 /// crawlers from stalling verdicts or turning quagmire into a DNS amplifier.
@@ -104,7 +104,7 @@ const MAX_NAMES: usize = 4;
 const CACHE_CAPACITY: u64 = 100_000;
 
 /// Checks crawler claims; shared by every verdict.
-pub struct Crawlers {
+pub(crate) struct Crawlers {
     resolver: Option<TokioResolver>,
     /// Verifications per (address, crawler), one at a time, within the budgets.
     flights: SingleFlight<(IpAddr, Arc<str>), DnsAnswer>,
@@ -117,7 +117,7 @@ impl Crawlers {
     /// A checker asking the configured name servers (or the system's). Without a usable
     /// resolver (no `/etc/resolv.conf`, say) it still checks ranges, and DNS claims stay pending;
     /// that is logged once here.
-    pub fn new(config: &DnsConfig, metrics: Arc<Metrics>) -> Crawlers {
+    pub(crate) fn new(config: &DnsConfig, metrics: Arc<Metrics>) -> Crawlers {
         let resolver = match resolver(config) {
             Ok(resolver) => Some(resolver),
             Err(error) => {
@@ -150,7 +150,7 @@ impl Crawlers {
     /// The crawler `user_agent` claims and what is known of it now, without waiting: ranges, or
     /// a cached DNS answer. `None` when the User-Agent names no listed crawler. The claim's check
     /// is `Pending` when DNS must be asked (see [`Crawlers::verify`]).
-    pub fn claim(
+    pub(crate) fn claim(
         &self,
         ranges: Option<&List>,
         domains: Option<&List>,
@@ -203,12 +203,12 @@ impl Crawlers {
 
     /// Completes a claim that needs DNS: starts a verification (within the budgets) or joins one
     /// under way, and waits for it at most `dns { verdict-wait-ms }`. Counts the outcome.
-    pub async fn verify(&self, claim: &mut Claim, domains: Option<&List>, address: IpAddr) {
+    pub(crate) async fn verify(&self, claim: &mut Claim, domains: Option<&List>, address: IpAddr) {
         self.verify_within(claim, domains, address, self.verdict_wait).await;
     }
 
     /// [`Crawlers::verify`], waiting at most `wait` (`explain` waits for the whole timeout).
-    pub async fn verify_within(
+    pub(crate) async fn verify_within(
         &self,
         claim: &mut Claim,
         domains: Option<&List>,

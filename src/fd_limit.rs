@@ -8,11 +8,11 @@ use rustix::process::{Resource, Rlimit, getrlimit, setrlimit};
 const UNLIMITED_CEILING: u64 = 1 << 20;
 
 /// Connections the admin listener keeps open at most by default: a few scrapers and people.
-pub const ADMIN_CONNECTIONS: usize = 64;
+pub(crate) const ADMIN_CONNECTIONS: usize = 64;
 
 /// Raises the soft open-file limit to the hard limit (a process may, unprivileged) and returns
 /// the limit in force: the raised one, or the old one if raising failed.
-pub fn raise_open_file_limit() -> u64 {
+pub(crate) fn raise_open_file_limit() -> u64 {
     let limit = getrlimit(Resource::Nofile);
     let soft = limit.current.unwrap_or(u64::MAX);
     let hard = limit.maximum.unwrap_or(UNLIMITED_CEILING);
@@ -28,7 +28,7 @@ pub fn raise_open_file_limit() -> u64 {
 /// The default cap of the verdict and of the trap listener for an open-file limit: 7/16 of it
 /// each, leaving an eighth (at least 64) for the admin listener, databases, rule files, logs and
 /// the runtime.
-pub fn default_max_connections(open_file_limit: u64) -> usize {
+pub(crate) fn default_max_connections(open_file_limit: u64) -> usize {
     let spare = (open_file_limit / 8).max(64);
     let share = open_file_limit.saturating_sub(spare) / 2;
     usize::try_from(share).unwrap_or(usize::MAX).max(1)

@@ -5,13 +5,13 @@
 //! the secret can predict or correlate pages. [`markov`] holds the word model, [`html`] the layout.
 //! Generating a page allocates nothing beyond the output buffer.
 
-pub mod escape;
-pub mod html;
+pub(crate) mod escape;
+pub(crate) mod html;
 mod look;
-pub mod markov;
+pub(crate) mod markov;
 mod page_buffer;
 mod prefetch;
-pub mod template;
+pub(crate) mod template;
 mod walks;
 
 use rand::SeedableRng;

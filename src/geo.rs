@@ -34,7 +34,7 @@ pub struct GeoError {
 }
 
 /// The configured databases.
-pub struct Geo {
+pub(crate) struct Geo {
     asn: Option<Database>,
     country: Option<Database>,
 }
@@ -47,7 +47,7 @@ struct Database {
 
 impl Geo {
     /// Opens the databases that are configured; `None` means not used.
-    pub fn open(asn: Option<&Path>, country: Option<&Path>) -> Result<Geo, GeoError> {
+    pub(crate) fn open(asn: Option<&Path>, country: Option<&Path>) -> Result<Geo, GeoError> {
         Ok(Geo {
             asn: asn.map(Database::open).transpose()?,
             country: country.map(Database::open).transpose()?,
@@ -55,12 +55,13 @@ impl Geo {
     }
 
     /// No databases: every lookup is empty.
-    pub fn none() -> Geo {
+    #[cfg(test)]
+    pub(crate) fn none() -> Geo {
         Geo { asn: None, country: None }
     }
 
     /// What is known about `address`.
-    pub fn lookup(&self, address: IpAddr) -> GeoInfo {
+    pub(crate) fn lookup(&self, address: IpAddr) -> GeoInfo {
         let mut info = GeoInfo::default();
         if let Some(reader) = self.asn.as_ref().and_then(|db| db.reader.load_full())
             && let Ok(Some(asn)) = reader.lookup(address).and_then(|found| found.decode::<geoip2::Asn>())
@@ -79,7 +80,7 @@ impl Geo {
 
     /// Re-reads any database whose file changed. Returns the databases reloaded; a broken new
     /// file is an error and the old copy stays in use.
-    pub fn reload_if_changed(&self) -> Result<Vec<PathBuf>, GeoError> {
+    pub(crate) fn reload_if_changed(&self) -> Result<Vec<PathBuf>, GeoError> {
         let mut reloaded = Vec::new();
         for database in self.asn.iter().chain(self.country.iter()) {
             if database.reload_if_changed()? {

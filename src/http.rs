@@ -6,10 +6,10 @@
 //! - admin listener (`admin { listen }`): `/metrics`, `/api/trapped` and `/health`;
 //! - trap listener: every method and path is a generated page (see [`trap`]).
 
-pub mod admin;
+pub(crate) mod admin;
 mod listener;
-pub mod trap;
-pub mod verdict;
+pub(crate) mod trap;
+pub(crate) mod verdict;
 
 use std::future::Future;
 use std::io;

@@ -13,38 +13,81 @@
 //! crawler lists fresh. Everything is built once by
 //! [`app::App::build`] from a [`config::Config`] before any port is bound. See ARCHITECTURE.md.
 
-pub mod app;
-pub mod bounded_file;
-pub mod claims;
-pub mod client;
-pub mod client_state;
-pub mod config;
-pub mod corpus;
-pub mod crawler;
-pub mod explain;
-pub mod facts;
-pub mod fd_limit;
-pub mod generator;
-pub mod geo;
-pub mod http;
-pub mod lists;
-pub mod lists_update;
-pub mod log_field;
-pub mod log_sink;
-pub mod metrics;
-pub mod numbers;
-pub mod outbound;
-pub mod reload;
-pub mod replay;
-pub mod rules;
-pub mod secret;
-pub mod signature;
-pub mod single_flight;
-pub mod snippets;
-pub mod trap_url;
-pub mod user_agent;
-pub mod verdict;
-pub mod vocabulary;
+#![warn(unreachable_pub)]
 
-pub use app::App;
-pub use config::Config;
+mod app;
+mod bounded_file;
+mod claims;
+mod client;
+mod client_state;
+mod config;
+mod corpus;
+mod crawler;
+mod explain;
+mod facts;
+mod fd_limit;
+mod generator;
+mod geo;
+mod http;
+mod lists;
+mod lists_update;
+mod log_field;
+mod log_sink;
+mod metrics;
+mod numbers;
+mod outbound;
+mod reload;
+mod replay;
+mod rules;
+mod secret;
+mod signature;
+mod single_flight;
+mod snippets;
+mod trap_url;
+mod user_agent;
+mod verdict;
+mod vocabulary;
+
+// The crate's boundary, in one place: everything outside `src/` (the `quagmire` binary, the
+// integration tests, the benches and bench tools, the fuzz targets) reaches the library only
+// through these names. Every module is private and every item in it `pub(crate)` unless it is
+// named here or appears in something named here (`unreachable_pub` keeps that true), so a module
+// map in ARCHITECTURE.md is the whole story of who may call what.
+
+// Assembling and running the service (the binary's `serve`, `check`, `generate`).
+pub use app::{App, BuildError};
+pub use config::{Config, ConfigError, LogFormat};
+pub use http::{admin_router, serve, trap_router, verdict_router};
+pub use log_field::terminal_safe_json;
+pub use log_sink::{flush as flush_logs, init as init_logging};
+pub use secret::{SECRET_ENV, Secret, SecretOrigin};
+
+// The binary's other subcommands.
+pub use explain::{ExplainError, explain, read_request as read_explain_request, request_from_flags};
+pub use lists_update::update as update_lists;
+pub use replay::formats::{Defaults as ReplayDefaults, Format as ReplayFormat, parse as parse_log_line};
+pub use replay::input::Source as ReplaySource;
+pub use replay::{Options as ReplayOptions, ReplayError, compare_rules, replay};
+pub use snippets::Snippets;
+
+// One decision, as the benches and bench tools drive it.
+pub use verdict::{ForwardedRequest, How, RunRules, Verify, decide_blocking};
+
+// The trap's parts, for the page benches and the fingerprint tool.
+pub use corpus::{embedded as embedded_corpus, load as load_corpus};
+pub use generator::markov::Chain;
+pub use generator::{Generator, PageSettings};
+pub use trap_url::TrapUrls;
+
+// Parsers of hostile input, for the fuzz targets.
+pub use client::{ClientIdentity, HeaderLines};
+pub use http::trap::page_address;
+pub use http::verdict::forwarded_request;
+pub use lists::{DEFAULT_LISTS, List};
+pub use lists_update::formats::{Format as ListSourceFormat, Kind as ListKind};
+pub use lists_update::sanity as list_sanity;
+pub use user_agent::browser_claim;
+
+// Metrics rendering, for the dashboard and alert tests.
+pub use metrics::{HitSource, Metrics, Scope as MetricsScope};
+pub use vocabulary::{FailureKind, Verdict};

@@ -46,11 +46,11 @@ pub struct ListFileError {
 }
 
 /// Most entries of a user-agent token list.
-pub const MAX_TOKENS: usize = 5_000;
+pub(crate) const MAX_TOKENS: usize = 5_000;
 /// Most bytes of a user-agent token list's entries together (the shipped list has about 2 KB):
 /// the automaton they compile into takes at most 32 MiB at this size (about 30 MiB for tokens
 /// that share no prefixes, measured in the tests below).
-pub const MAX_TOKEN_BYTES: usize = 64 * 1024;
+pub(crate) const MAX_TOKEN_BYTES: usize = 64 * 1024;
 
 /// A compiled list.
 pub enum List {
@@ -371,7 +371,7 @@ impl NetworkList {
 
 /// An IPv4-mapped IPv6 network (`::ffff:192.0.2.0/120`) is the IPv4 network it maps, since
 /// lookups map such addresses to IPv4 first; an entry kept as IPv6 would never match.
-pub fn canonical(network: IpNet) -> IpNet {
+pub(crate) fn canonical(network: IpNet) -> IpNet {
     match network {
         IpNet::V6(v6) if v6.prefix_len() >= 96 => match v6.addr().to_ipv4_mapped() {
             Some(v4) => ipnet::Ipv4Net::new(v4, v6.prefix_len() - 96).map_or(network, IpNet::V4),
@@ -444,7 +444,7 @@ impl DomainList {
 
 /// Whether host name `name` (any case, with or without the root's trailing dot) is a host under
 /// `domain` (written with its leading dot, `.googlebot.com`); the domain itself is not.
-pub fn is_under(name: &str, domain: &str) -> bool {
+pub(crate) fn is_under(name: &str, domain: &str) -> bool {
     let name = name.trim_end_matches('.');
     name.len() > domain.len()
         && name.as_bytes()[name.len() - domain.len()..].eq_ignore_ascii_case(domain.as_bytes())

@@ -11,7 +11,7 @@
 //! runtime and the rest on the blocking pool, so a refresh never holds a verdict.
 
 mod file;
-pub mod formats;
+pub(crate) mod formats;
 pub mod sanity;
 
 use std::collections::{HashMap, HashSet};
@@ -21,14 +21,14 @@ use std::time::{Duration, SystemTime};
 
 use crate::lists::{DEFAULT_LISTS, ListFileError};
 use crate::outbound::{Fetcher, LIST_REDIRECTS, Options};
-pub use formats::{Format, Kind};
+pub(crate) use formats::{Format, Kind};
 
 /// The User-Agent of `lists update`'s requests.
 const USER_AGENT: &str = concat!("quagmire/", env!("CARGO_PKG_VERSION"), " (lists update)");
 
 /// Most bytes read from one source. The largest published file (Google's special crawlers) is
 /// tens of kilobytes; a body this large is not a list.
-pub const MAX_SOURCE_BYTES: usize = 16 << 20;
+pub(crate) const MAX_SOURCE_BYTES: usize = 16 << 20;
 
 /// Where the lists come from and how often `serve` refreshes them.
 #[derive(Clone, Debug, PartialEq)]

@@ -5,16 +5,16 @@ use std::fmt;
 
 /// Bytes of a field kept in a log line: longer than any real URI or user agent worth reading,
 /// short enough that a line stays one screen.
-pub const MAX_LOG_FIELD: usize = 512;
+pub(crate) const MAX_LOG_FIELD: usize = 512;
 
 /// `text` as a log field: at most [`MAX_LOG_FIELD`] bytes, cut on a character boundary, with
 /// `…(+N bytes)` saying how much was left out. Formats without allocating.
-pub fn clipped(text: &str) -> Clipped<'_> {
+pub(crate) fn clipped(text: &str) -> Clipped<'_> {
     Clipped(text)
 }
 
 /// The longest prefix of `text` of at most `bytes` bytes that ends on a character boundary.
-pub fn head(text: &str, bytes: usize) -> &str {
+pub(crate) fn head(text: &str, bytes: usize) -> &str {
     if text.len() <= bytes {
         return text;
     }
@@ -25,7 +25,7 @@ pub fn head(text: &str, bytes: usize) -> &str {
 
 /// A log field cut to [`MAX_LOG_FIELD`] bytes when displayed; see [`clipped`].
 #[derive(Clone, Copy, Debug)]
-pub struct Clipped<'a>(&'a str);
+pub(crate) struct Clipped<'a>(&'a str);
 
 impl fmt::Display for Clipped<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -71,7 +71,7 @@ mod tests {
 
 /// Whether a terminal would act on `c` rather than show it: control characters (C0 and C1) and
 /// the bidirectional marks and overrides that reorder what follows them.
-pub fn acts_on_terminal(c: char) -> bool {
+pub(crate) fn acts_on_terminal(c: char) -> bool {
     c.is_control()
         || matches!(c, '\u{061c}' | '\u{200e}' | '\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
 }
@@ -79,7 +79,7 @@ pub fn acts_on_terminal(c: char) -> bool {
 /// A `serde_json` formatter that also writes the characters a terminal acts on (C1 controls,
 /// bidirectional marks) as `\uXXXX` escapes, which JSON allows for any character: a report of
 /// client-chosen text stays safe to `cat`, and reads back as the same strings.
-pub struct TerminalSafe<F>(pub F);
+pub(crate) struct TerminalSafe<F>(pub F);
 
 impl<F: serde_json::ser::Formatter> serde_json::ser::Formatter for TerminalSafe<F> {
     fn write_string_fragment<W: ?Sized + std::io::Write>(

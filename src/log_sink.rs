@@ -21,7 +21,7 @@ use crate::client::ClientKey;
 const QUEUED_LINES: usize = 4096;
 
 /// How often one rule's trap line is written for one client, at most.
-pub const TRAP_LINE_EVERY: Duration = Duration::from_secs(60);
+pub(crate) const TRAP_LINE_EVERY: Duration = Duration::from_secs(60);
 
 /// (rule, client) pairs whose trap lines are remembered, at most.
 const TRAP_LINE_KEYS: u64 = 100_000;
@@ -68,26 +68,26 @@ pub fn flush() {
 }
 
 /// Log lines dropped so far because the writer could not keep up.
-pub fn dropped() -> u64 {
+pub(crate) fn dropped() -> u64 {
     DROPPED.get().map_or(0, |counter| counter.dropped_lines() as u64)
 }
 
 /// Which trap lines to write: one per rule and client per [`TRAP_LINE_EVERY`].
 #[derive(Clone)]
-pub struct TrapLines {
+pub(crate) struct TrapLines {
     written: Cache<(Arc<str>, ClientKey), ()>,
 }
 
 impl TrapLines {
     /// A sampler remembering up to [`TRAP_LINE_KEYS`] pairs.
-    pub fn new() -> TrapLines {
+    pub(crate) fn new() -> TrapLines {
         TrapLines {
             written: Cache::builder().max_capacity(TRAP_LINE_KEYS).time_to_live(TRAP_LINE_EVERY).build(),
         }
     }
 
     /// Whether to write a trap line for `rule` and `client` now.
-    pub fn admit(&self, rule: &Arc<str>, client: ClientKey) -> bool {
+    pub(crate) fn admit(&self, rule: &Arc<str>, client: ClientKey) -> bool {
         self.written.entry((rule.clone(), client)).or_insert(()).is_fresh()
     }
 }

@@ -9,11 +9,11 @@ use std::time::Instant;
 
 use anyhow::Context;
 use clap::{Parser, Subcommand, ValueEnum};
-use quagmire::config::{Config, ConfigError, LogFormat};
-use quagmire::replay::formats::{Defaults, Format};
-use quagmire::replay::input::Source;
-use quagmire::secret::{SECRET_ENV, Secret, SecretOrigin};
-use quagmire::{App, explain, http, replay};
+use quagmire::{Config, ConfigError, LogFormat};
+use quagmire::{ReplayDefaults as Defaults, ReplayFormat as Format};
+use quagmire::ReplaySource as Source;
+use quagmire::{SECRET_ENV, Secret, SecretOrigin};
+use quagmire::App;
 
 /// The environment variable that sets the admin endpoints' bearer token, over the config.
 const ADMIN_TOKEN_ENV: &str = "QUAGMIRE_ADMIN_TOKEN";
@@ -214,7 +214,7 @@ fn main() -> ExitCode {
             let name = config.map_or("the embedded default config".into(), |path| path.display().to_string());
             println!("{name} is valid");
             println!("lists:");
-            for (file, origin, entries) in app.rules.current().list_origins() {
+            for (file, origin, entries) in app.rules().current().list_origins() {
                 println!("  {file}: {entries} entries from {origin}");
             }
             Ok(())
@@ -225,10 +225,10 @@ fn main() -> ExitCode {
                 let secret = resolve_secret(&config);
                 let app = App::build(config, &secret).map_err(Failure::from)?;
                 let forwarded = match request {
-                    Some(path) => explain::read_request(ip, &path)?,
-                    None => explain::request_from_flags(ip, method, proto, host, uri, &headers)?,
+                    Some(path) => quagmire::read_explain_request(ip, &path)?,
+                    None => quagmire::request_from_flags(ip, method, proto, host, uri, &headers)?,
                 };
-                print!("{}", explain::explain(&app, forwarded, trap_hits));
+                print!("{}", quagmire::explain(&app, forwarded, trap_hits));
                 Ok(())
             })
         }
@@ -238,9 +238,9 @@ fn main() -> ExitCode {
         Command::Snippets { config } => load_config(config, None).map(|config| {
             init_tracing(config.log_format);
             let secret = resolve_secret(&config);
-            let urls = quagmire::trap_url::TrapUrls::new(secret.as_bytes());
+            let urls = quagmire::TrapUrls::new(secret.as_bytes());
             let prefix = &config.verdict.redirect_prefix;
-            let snippets = quagmire::snippets::Snippets::new(secret.as_bytes(), &urls, prefix);
+            let snippets = quagmire::Snippets::new(secret.as_bytes(), &urls, prefix);
             println!("<!-- In your pages' <body>: hidden from people, followed by crawlers that ignore robots.txt. -->");
             println!("{}\n", snippets.hidden_link);
             println!("# In your robots.txt: polite crawlers stay out of {prefix}/.");
@@ -267,7 +267,7 @@ fn main() -> ExitCode {
                 ReplayFormatArg::NginxCombined => Some(Format::Combined),
                 ReplayFormatArg::Jsonl => Some(Format::Jsonl),
             };
-            let options = replay::Options {
+            let options = quagmire::ReplayOptions {
                 sources: files.iter().map(|file| Source::from_arg(file)).collect(),
                 format,
                 defaults: Defaults { scheme: scheme.to_ascii_lowercase(), host },
@@ -281,12 +281,12 @@ fn main() -> ExitCode {
             init_tracing(config.log_format);
             let secret = resolve_secret(&config);
             let app = App::build(config, &secret).map_err(Failure::from)?;
-            print!("{}", app.generator.page(&host, &path));
+            print!("{}", app.generator().page(&host, &path));
             Ok(())
         }),
     };
     // Lines still queued for the log writer go out before the exit.
-    quagmire::log_sink::flush();
+    quagmire::flush_logs();
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(Failure::Config(error)) => {
@@ -331,9 +331,9 @@ fn serve(mut config: Config) -> Result<(), Failure> {
     let app = Arc::new(App::build(config, &secret)?);
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     runtime.block_on(async move {
-        let verdict = bind(app.config.listen, "verdict").await?;
-        let trap = bind(app.config.trap.listen, "trap").await?;
-        let admin = match app.config.admin.listen {
+        let verdict = bind(app.config().listen, "verdict").await?;
+        let trap = bind(app.config().trap.listen, "trap").await?;
+        let admin = match app.config().admin.listen {
             Some(address) => Some(bind(address, "admin").await?),
             None => None,
         };
@@ -345,14 +345,11 @@ fn serve(mut config: Config) -> Result<(), Failure> {
             verdict = %verdict.local_addr()?,
             trap = %trap.local_addr()?,
             admin = %admin_address,
-            clients = %app.clients.store().map_or_else(
-                || "this process only (no store)".to_string(),
-                |store| format!("shared through {}", store.config().describe()),
-            ),
+            clients = %app.describe_client_state(),
             startup_ms = started.elapsed().as_millis() as u64,
             "listening"
         );
-        http::serve(app, verdict, trap, admin, shutdown_signal()).await.context("serving")?;
+        quagmire::serve(app, verdict, trap, admin, shutdown_signal()).await.context("serving")?;
         tracing::info!("stopped");
         Ok(())
     })
@@ -362,7 +359,7 @@ fn serve(mut config: Config) -> Result<(), Failure> {
 /// files. The service's shared store is not used: a replay must not change live state.
 fn run_replay(
     mut config: Config,
-    options: replay::Options,
+    options: quagmire::ReplayOptions,
     compare: Option<PathBuf>,
     json: Option<PathBuf>,
     verdicts: Option<PathBuf>,
@@ -372,7 +369,7 @@ fn run_replay(
     let secret = resolve_secret(&config);
     let app = App::build(config, &secret)?;
     let compare = match compare {
-        Some(path) => Some((replay::compare_rules(&app, path.clone())?, path.display().to_string())),
+        Some(path) => Some((quagmire::compare_rules(&app, path.clone())?, path.display().to_string())),
         None => None,
     };
     let mut verdicts_out = match &verdicts {
@@ -381,7 +378,7 @@ fn run_replay(
         )),
         None => None,
     };
-    let report = replay::replay(
+    let report = quagmire::replay(
         &app,
         compare.as_ref().map(|(rules, name)| (rules, name.clone())),
         &options,
@@ -390,7 +387,7 @@ fn run_replay(
     if let Some(path) = &json {
         // Client-chosen text (user agents, rule errors) escaped as the text report escapes it.
         let mut text = Vec::new();
-        quagmire::log_field::terminal_safe_json(&mut text, &report.json(), true)?;
+        quagmire::terminal_safe_json(&mut text, &report.json(), true)?;
         text.push(b'\n');
         std::fs::write(path, text).with_context(|| format!("cannot write {}", path.display()))?;
     }
@@ -412,7 +409,7 @@ fn update_lists(config: Config, folder: Option<PathBuf>) -> Result<(), Failure> 
         return Err(anyhow::anyhow!("the lists folder {} does not exist", folder.display()).into());
     }
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
-    let reports = runtime.block_on(quagmire::lists_update::update(&folder, &config.lists));
+    let reports = runtime.block_on(quagmire::update_lists(&folder, &config.lists));
     for report in &reports {
         println!("{report}");
     }
@@ -456,7 +453,7 @@ fn resolve_secret(config: &Config) -> Secret {
 }
 
 fn init_tracing(format: LogFormat) {
-    quagmire::log_sink::init(format);
+    quagmire::init_logging(format);
 }
 
 async fn shutdown_signal() {

@@ -22,7 +22,7 @@ use crate::user_agent::remembered_family;
 use crate::vocabulary::{FailureKind, Verdict};
 
 /// ASNs that get a label of their own; the rest are counted as `other`.
-pub const ASN_LABELS: usize = 20;
+pub(crate) const ASN_LABELS: usize = 20;
 /// ASNs whose recent frequency is tracked to choose them. When the table is full, every count is
 /// halved (and ASNs at zero forgotten) once per [`ASN_CANDIDATES`]` / 4` new ASNs turned away:
 /// the counts decay, so an ASN that becomes busy late still rises to a label.

@@ -4,19 +4,19 @@
 use rand::Rng;
 
 /// A uniform integer in `0..n` (Lemire's multiply-shift; the bias is below 2^-32 for our `n`).
-pub fn below<R: Rng + ?Sized>(rng: &mut R, n: usize) -> usize {
+pub(crate) fn below<R: Rng + ?Sized>(rng: &mut R, n: usize) -> usize {
     ((rng.next_u32() as u64 * n as u64) >> 32) as usize
 }
 
 /// A number in decimal, zero-padded, formatted on the stack.
-pub struct Decimal {
+pub(crate) struct Decimal {
     digits: [u8; 20],
     start: usize,
 }
 
 impl Decimal {
     /// `value` zero-padded to `width` digits (at most 20, which any `usize` fits).
-    pub fn new(value: usize, width: usize) -> Self {
+    pub(crate) fn new(value: usize, width: usize) -> Self {
         let mut digits = [b'0'; 20];
         let mut start = digits.len();
         let mut rest = value;
@@ -29,17 +29,17 @@ impl Decimal {
     }
 
     /// The digits.
-    pub fn as_bytes(&self) -> &[u8] {
+    pub(crate) fn as_bytes(&self) -> &[u8] {
         &self.digits[self.start..]
     }
 
     /// The digits as text.
-    pub fn as_str(&self) -> &str {
+    pub(crate) fn as_str(&self) -> &str {
         std::str::from_utf8(self.as_bytes()).unwrap_or_default()
     }
 }
 
 /// Appends `value` zero-padded to `width` digits.
-pub fn push_number(out: &mut Vec<u8>, value: usize, width: usize) {
+pub(crate) fn push_number(out: &mut Vec<u8>, value: usize, width: usize) {
     out.extend_from_slice(Decimal::new(value, width).as_bytes());
 }

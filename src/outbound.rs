@@ -20,17 +20,17 @@ use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
 
-pub mod public_only;
+pub(crate) mod public_only;
 
 use public_only::PublicOnly;
 
 /// Redirects followed per list fetch; publishers move files now and then, but a chain longer
 /// than this is a loop or a mistake.
-pub const LIST_REDIRECTS: usize = 5;
+pub(crate) const LIST_REDIRECTS: usize = 5;
 
 /// How a [`Fetcher`] fetches.
 #[derive(Clone, Debug)]
-pub struct Options {
+pub(crate) struct Options {
     /// Longest one fetch may take: connecting, redirects and the whole body.
     pub timeout: Duration,
     /// Most bytes of a body.
@@ -45,13 +45,13 @@ pub struct Options {
 
 /// A client that fetches with its [`Options`].
 #[derive(Clone)]
-pub struct Fetcher {
+pub(crate) struct Fetcher {
     client: Client<HttpsConnector<HttpConnector<PublicOnly>>, Empty<Bytes>>,
     options: Options,
 }
 
 /// A 2xx answer: its headers and body.
-pub struct Fetched {
+pub(crate) struct Fetched {
     /// The answer's headers.
     pub headers: HeaderMap,
     /// The whole body.
@@ -61,7 +61,7 @@ pub struct Fetched {
 impl Fetcher {
     /// A client fetching with `options`. Without system root certificates HTTPS fetches fail
     /// (each saying so) and HTTP ones still work. Fails only if TLS cannot be set up.
-    pub fn new(options: Options) -> Result<Fetcher, String> {
+    pub(crate) fn new(options: Options) -> Result<Fetcher, String> {
         let provider = Arc::new(rustls::crypto::ring::default_provider());
         let builder = match hyper_rustls::HttpsConnectorBuilder::new()
             .with_provider_and_native_roots(provider.clone())
@@ -86,12 +86,12 @@ impl Fetcher {
 
     /// The body at `url` after a 2xx answer, or what went wrong, in words: the status, a
     /// timeout, a body over the limit, a connection or TLS error.
-    pub async fn get(&self, url: &str) -> Result<Bytes, String> {
+    pub(crate) async fn get(&self, url: &str) -> Result<Bytes, String> {
         self.fetch(url, None).await.map(|fetched| fetched.body)
     }
 
     /// [`Fetcher::get`] with an `Accept` header, keeping the answer's headers.
-    pub async fn fetch(&self, url: &str, accept: Option<&str>) -> Result<Fetched, String> {
+    pub(crate) async fn fetch(&self, url: &str, accept: Option<&str>) -> Result<Fetched, String> {
         let timeout = self.options.timeout;
         match tokio::time::timeout(timeout, self.get_following(url, accept)).await {
             Ok(result) => result,
@@ -174,7 +174,7 @@ fn redirect_target(from: &Uri, location: &str) -> Result<Uri, String> {
 }
 
 /// Why `url` cannot be a list source: only absolute `http` and `https` URLs with a host are.
-pub fn check_url(url: &str) -> Result<(), String> {
+pub(crate) fn check_url(url: &str) -> Result<(), String> {
     let uri: Uri = url.parse().map_err(|_| "not a URL".to_string())?;
     match uri.scheme_str() {
         Some("https" | "http") if uri.host().is_some_and(|host| !host.is_empty()) => Ok(()),

@@ -17,7 +17,7 @@ use crate::lists_update::ListsConfig;
 const POLL_INTERVAL: Duration = Duration::from_secs(2);
 
 /// Reloads the rules now; returns whether the new ruleset is in use.
-pub fn reload_rules(app: &App, why: &str) -> bool {
+pub(crate) fn reload_rules(app: &App, why: &str) -> bool {
     match app.rules.reload() {
         Ok(compiled) => {
             tracing::info!(why, rules = compiled.rule_names().len(), "reloaded the rules");
@@ -34,7 +34,7 @@ pub fn reload_rules(app: &App, why: &str) -> bool {
 }
 
 /// Reloads changed databases; logs each.
-pub fn reload_geo(app: &App) {
+pub(crate) fn reload_geo(app: &App) {
     match app.geo.reload_if_changed() {
         Ok(paths) => {
             for path in paths {
@@ -49,7 +49,7 @@ pub fn reload_geo(app: &App) {
 
 /// Watches for SIGHUP, file changes and `lists_written` (the scheduled refresh wrote lists) until
 /// the task is dropped.
-pub async fn watch(app: Arc<App>, lists_written: Arc<Notify>) {
+pub(crate) async fn watch(app: Arc<App>, lists_written: Arc<Notify>) {
     let mut known = modification_times(&app.rules.watched_files());
     let mut ticks = tokio::time::interval(POLL_INTERVAL);
     ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -112,7 +112,7 @@ fn modification_times(files: &[PathBuf]) -> HashMap<PathBuf, Option<SystemTime>>
 /// starting when the oldest of them is `every` old (at once for a missing one), and tells
 /// `written` after a round that wrote a list, so the rules reload. A list whose source fails
 /// keeps its file; that is logged once per list per round.
-pub async fn refresh_lists(app: Arc<App>, every: Duration, written: Arc<Notify>) {
+pub(crate) async fn refresh_lists(app: Arc<App>, every: Duration, written: Arc<Notify>) {
     let Some(folder) = app.config.rules.lists.clone() else {
         return;
     };

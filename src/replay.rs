@@ -15,9 +15,9 @@
 //! ([`crate::facts::Coverage`]). Lines are streamed ([`input`]) and tallied in bounded memory
 //! ([`report`]).
 
-pub mod formats;
-pub mod input;
-pub mod report;
+pub(crate) mod formats;
+pub(crate) mod input;
+pub(crate) mod report;
 
 use std::io::Write;
 use std::net::IpAddr;

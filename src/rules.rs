@@ -13,7 +13,6 @@
 
 mod driver;
 mod helpers;
-pub use crate::lists;
 mod lua;
 mod patterns;
 mod pool;
@@ -32,14 +31,14 @@ use std::time::Duration;
 use arc_swap::ArcSwap;
 
 use crate::facts::Facts;
-pub use crate::vocabulary::{FailureKind, Verdict};
-use lists::List;
-pub use pool::PoolStats;
+pub(crate) use crate::vocabulary::{FailureKind, Verdict};
+use crate::lists::{self, List};
+pub(crate) use pool::PoolStats;
 
 /// The embedded default ruleset.
-pub const DEFAULT_SCRIPT: (&str, &str) = ("rules/default.lua", include_str!("../rules/default.lua"));
+pub(crate) const DEFAULT_SCRIPT: (&str, &str) = ("rules/default.lua", include_str!("../rules/default.lua"));
 
-pub use crate::lists::DEFAULT_LISTS;
+use crate::lists::DEFAULT_LISTS;
 
 /// The outcome of evaluating the rules for one request.
 #[derive(Clone, Debug, PartialEq)]

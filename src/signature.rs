@@ -16,7 +16,7 @@
 //! fetches a second. A signature that is malformed, expired or does not cover its agent is
 //! refused before any fetch.
 
-pub mod directory;
+pub(crate) mod directory;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
@@ -35,7 +35,7 @@ use crate::facts::Facts;
 use crate::metrics::Metrics;
 use crate::single_flight::{Entry, Settings, SingleFlight};
 
-pub use crate::claims::{Signature, SignatureCheck};
+pub(crate) use crate::claims::{Signature, SignatureCheck};
 
 /// Web Bot Auth (HTTP Message Signatures from agents that sign their requests): whether it is on,
 /// which key directories may be fetched, and the budgets that keep a spray of forged
@@ -67,7 +67,7 @@ pub struct WebBotAuthConfig {
 const CLOCK_SKEW: i64 = 60;
 /// The longest a signature may be valid (`expires - created`), and the oldest its `created` may
 /// be: agents sign each request, so a signature that lasts longer is one made to be replayed.
-pub const MAX_WINDOW: i64 = 3600;
+pub(crate) const MAX_WINDOW: i64 = 3600;
 /// Nonces remembered (each until its signature expires), at most.
 const NONCE_CAPACITY: u64 = 100_000;
 /// How long a failed directory fetch is remembered before it is tried again.
@@ -121,7 +121,7 @@ impl moka::Expiry<Arc<str>, Duration> for NonceExpiry {
 }
 
 /// Checks Web Bot Auth signatures; shared by every verdict.
-pub struct Signatures {
+pub(crate) struct Signatures {
     config: WebBotAuthConfig,
     fetcher: Option<DirectoryFetcher>,
     /// Directory fetches per origin, one at a time, within the budgets; origins in `known` use
@@ -139,7 +139,7 @@ pub struct Signatures {
 impl Signatures {
     /// A checker with the configured budgets. Without TLS (which cannot happen with the built-in
     /// provider) signatures stay pending; that is logged once here.
-    pub fn new(config: &WebBotAuthConfig, metrics: Arc<Metrics>) -> Signatures {
+    pub(crate) fn new(config: &WebBotAuthConfig, metrics: Arc<Metrics>) -> Signatures {
         let fetcher = match DirectoryFetcher::new(config.timeout, config.allow_private) {
             Ok(fetcher) => Some(fetcher),
             Err(error) => {
@@ -160,7 +160,7 @@ impl Signatures {
     /// What is known of the request's signature now, without waiting: `None` when it carries
     /// none (or checking is off), `Pending` when the agent's directory must be fetched (see
     /// [`Signatures::verify`]).
-    pub fn check_now(&self, facts: &Facts) -> Option<Signature> {
+    pub(crate) fn check_now(&self, facts: &Facts) -> Option<Signature> {
         if !self.config.enabled {
             return None;
         }
@@ -177,12 +177,12 @@ impl Signatures {
 
     /// Completes a pending signature: starts a directory fetch (within the budgets) or joins one
     /// under way, and waits for it at most `web-bot-auth { verdict-wait-ms }`. Counts the outcome.
-    pub async fn verify(&self, signature: &mut Option<Signature>, facts: &Facts) {
+    pub(crate) async fn verify(&self, signature: &mut Option<Signature>, facts: &Facts) {
         self.verify_within(signature, facts, self.config.verdict_wait).await;
     }
 
     /// [`Signatures::verify`], waiting at most `wait` (`explain` waits for the whole timeout).
-    pub async fn verify_within(&self, signature: &mut Option<Signature>, facts: &Facts, wait: Duration) {
+    pub(crate) async fn verify_within(&self, signature: &mut Option<Signature>, facts: &Facts, wait: Duration) {
         let Some(current) = signature.as_mut() else { return };
         if current.check == SignatureCheck::Pending
             && let Ok(Some(parsed)) = self.parse(facts, unix_now())

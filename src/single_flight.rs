@@ -18,7 +18,7 @@ use tokio::sync::{Semaphore, watch};
 
 /// A key's lookup: under way (its answer arrives on the channel), or done.
 #[derive(Clone)]
-pub enum Entry<V> {
+pub(crate) enum Entry<V> {
     /// Under way.
     InFlight(watch::Receiver<Option<V>>),
     /// Its answer.
@@ -55,6 +55,7 @@ impl<K, V> moka::Expiry<K, Entry<V>> for Expiry<V> {
 struct Budget {
     limiter: DefaultDirectRateLimiter,
     permits: Arc<Semaphore>,
+    #[cfg(test)]
     size: usize,
 }
 
@@ -65,10 +66,12 @@ impl Budget {
         Budget {
             limiter: RateLimiter::direct(Quota::per_second(per_second)),
             permits: Arc::new(Semaphore::new(size)),
+            #[cfg(test)]
             size,
         }
     }
 
+    #[cfg(test)]
     fn in_flight(&self) -> usize {
         self.size - self.permits.available_permits()
     }
@@ -82,7 +85,7 @@ impl Budget {
 }
 
 /// The lookups of one kind, their answers and their budgets.
-pub struct SingleFlight<K, V> {
+pub(crate) struct SingleFlight<K, V> {
     cache: Cache<K, Entry<V>>,
     general: Budget,
     /// Kept for favoured keys, which use it before the general budget.
@@ -90,7 +93,7 @@ pub struct SingleFlight<K, V> {
 }
 
 /// The settings of a [`SingleFlight`].
-pub struct Settings<V> {
+pub(crate) struct Settings<V> {
     /// Entries kept, at most.
     pub capacity: u64,
     /// How long a lookup may take; its in-flight entry is kept a second longer.
@@ -113,7 +116,7 @@ where
     V: Clone + Send + Sync + 'static,
 {
     /// Lookups with these budgets.
-    pub fn new(settings: Settings<V>) -> SingleFlight<K, V> {
+    pub(crate) fn new(settings: Settings<V>) -> SingleFlight<K, V> {
         let expiry =
             Expiry { in_flight_for: settings.timeout + Duration::from_secs(1), done_for: settings.done_for };
         SingleFlight {
@@ -124,19 +127,20 @@ where
     }
 
     /// What is known of `key` now.
-    pub fn get(&self, key: &K) -> Option<Entry<V>> {
+    pub(crate) fn get(&self, key: &K) -> Option<Entry<V>> {
         self.cache.get(key)
     }
 
     /// Keeps `answer` for `key` (tests, and answers known without a lookup).
-    pub fn insert(&self, key: K, answer: V) {
+    #[cfg(test)]
+    pub(crate) fn insert(&self, key: K, answer: V) {
         self.cache.insert(key, Entry::Done(answer));
     }
 
     /// The answer for `key` when it arrives: joins the lookup under way, or starts `lookup` as a
     /// task of its own if a budget allows (a favoured key first uses the reserved one). `None`
     /// when over budget. Must be called within a Tokio runtime.
-    pub fn start<F>(
+    pub(crate) fn start<F>(
         &self,
         key: K,
         favoured: bool,
@@ -171,7 +175,8 @@ where
     }
 
     /// Lookups in flight now.
-    pub fn in_flight(&self) -> usize {
+    #[cfg(test)]
+    pub(crate) fn in_flight(&self) -> usize {
         self.general.in_flight() + self.reserved.in_flight()
     }
 }

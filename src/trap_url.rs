@@ -20,7 +20,7 @@ use siphasher::sip::SipHasher24;
 use crate::numbers::{below, push_number};
 
 /// Number of words in the slug dictionary; each word carries `WORD_BITS` bits of the tag.
-pub const WORD_COUNT: usize = 2048;
+pub(crate) const WORD_COUNT: usize = 2048;
 const WORD_BITS: u32 = 11;
 /// Three tag words carry 33 bits, so a guess passes with probability 2^-33 (≤ 2^-32 required).
 const TAG_WORDS: usize = 3;

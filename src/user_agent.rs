@@ -93,7 +93,7 @@ pub(crate) fn remembered_family(user_agent: &str) -> &'static str {
 }
 
 /// A bounded classification of a user agent, for the family label.
-pub fn user_agent_family(user_agent: &str) -> &'static str {
+pub(crate) fn user_agent_family(user_agent: &str) -> &'static str {
     if user_agent.is_empty() {
         return "none";
     }

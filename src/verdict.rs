@@ -120,7 +120,7 @@ impl How {
 
 /// Judges one request and records what it learns (request rate, trap hits), as `how` says. The
 /// rules never run on the async runtime's threads unless `how.rules` is [`RunRules::Here`].
-pub async fn decide(app: &App, request: ForwardedRequest, how: How) -> Judgement {
+pub(crate) async fn decide(app: &App, request: ForwardedRequest, how: How) -> Judgement {
     let facts = match how.verify {
         Verify::Wait(wait) => verified_facts(app, request, wait).await,
         Verify::AsCached => facts(app, request),

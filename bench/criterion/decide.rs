@@ -5,9 +5,9 @@ use std::hint::black_box;
 
 use criterion::{BatchSize, Criterion, criterion_group, criterion_main};
 use quagmire::App;
-use quagmire::config::Config;
-use quagmire::secret::Secret;
-use quagmire::verdict::{ForwardedRequest, How, RunRules, Verify, decide_blocking};
+use quagmire::Config;
+use quagmire::Secret;
+use quagmire::{ForwardedRequest, How, RunRules, Verify, decide_blocking};
 
 /// Rules on a worker, as the service runs them; nothing waited for.
 const WORKER: How = How { rules: RunRules::Worker, verify: Verify::AsCached, trace: false };
@@ -60,7 +60,7 @@ fn decisions(c: &mut Criterion) {
     });
     // The rules alone on prepared facts.
     let facts = decide_blocking(&app, human.clone(), WORKER).facts;
-    group.bench_function("rules_only", |b| b.iter(|| black_box(app.rules.evaluate(black_box(&facts)))));
+    group.bench_function("rules_only", |b| b.iter(|| black_box(app.rules().evaluate(black_box(&facts)))));
     group.finish();
 }
 

@@ -5,13 +5,12 @@
 use std::hint::black_box;
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
-use quagmire::corpus;
-use quagmire::generator::markov::Chain;
-use quagmire::generator::{Generator, PageSettings};
-use quagmire::trap_url::TrapUrls;
+use quagmire::Chain;
+use quagmire::{Generator, PageSettings};
+use quagmire::TrapUrls;
 
 fn generator(bytes: usize) -> Generator {
-    let chain = Chain::train(&corpus::embedded(), 2).expect("the embedded corpus trains");
+    let chain = Chain::train(&quagmire::embedded_corpus(), 2).expect("the embedded corpus trains");
     let settings = PageSettings { min_bytes: bytes, max_bytes: bytes, min_links: 8, max_links: 15 };
     Generator::new(chain, TrapUrls::new(b"bench secret"), settings, b"bench secret")
 }
@@ -56,11 +55,11 @@ fn pages(c: &mut Criterion) {
 }
 
 fn training(c: &mut Criterion) {
-    let text = corpus::embedded();
+    let text = quagmire::embedded_corpus();
     let mut group = c.benchmark_group("startup");
     group.sample_size(10);
     group.bench_function("train_embedded_corpus", |b| b.iter(|| Chain::train(black_box(&text), 2).unwrap()));
-    group.bench_function("decompress_embedded_corpus", |b| b.iter(corpus::embedded));
+    group.bench_function("decompress_embedded_corpus", |b| b.iter(quagmire::embedded_corpus));
     group.finish();
 }
 

@@ -12,10 +12,10 @@
 
 use std::collections::{HashMap, HashSet};
 
-use quagmire::config::Config;
-use quagmire::generator::Generator;
-use quagmire::generator::markov::Chain;
-use quagmire::trap_url::TrapUrls;
+use quagmire::Config;
+use quagmire::Generator;
+use quagmire::Chain;
+use quagmire::TrapUrls;
 
 /// Strings every HTML page has, allowed to be shared.
 const COMMON: &[&str] = &[
@@ -32,7 +32,7 @@ fn main() {
     let set = args.next().unwrap_or_default();
     let config = Config::embedded();
     let text =
-        quagmire::corpus::load(config.corpus.embedded, &config.corpus.paths).expect("the corpus loads");
+        quagmire::load_corpus(config.corpus.embedded, &config.corpus.paths).expect("the corpus loads");
     let mut markup: Vec<Vec<Vec<u8>>> = Vec::new();
     for deployment in 0..deployments {
         let name = if set.is_empty() { format!("{deployment}") } else { format!("{set}-{deployment}") };

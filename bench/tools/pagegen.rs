@@ -2,16 +2,15 @@
 //!
 //! Usage: `pagegen [PAGES]` (default 20000); prints the bytes generated.
 
-use quagmire::corpus;
-use quagmire::generator::markov::Chain;
-use quagmire::generator::{Generator, PageSettings};
-use quagmire::trap_url::TrapUrls;
+use quagmire::Chain;
+use quagmire::{Generator, PageSettings};
+use quagmire::TrapUrls;
 
 fn main() {
     let pages: usize = std::env::args().nth(1).and_then(|n| n.parse().ok()).unwrap_or(20_000);
     let text = match std::env::var("PAGEGEN_CORPUS") {
         Ok(path) => std::fs::read_to_string(path).expect("corpus file"),
-        Err(_) => corpus::embedded(),
+        Err(_) => quagmire::embedded_corpus(),
     };
     let chain = Chain::train(&text, 2).expect("the embedded corpus trains");
     let settings = PageSettings { min_bytes: 8192, max_bytes: 8192, min_links: 8, max_links: 15 };

@@ -5,9 +5,9 @@
 use std::time::{Duration, Instant};
 
 use quagmire::App;
-use quagmire::config::Config;
-use quagmire::secret::Secret;
-use quagmire::verdict::{ForwardedRequest, How, RunRules, Verify, decide_blocking};
+use quagmire::Config;
+use quagmire::Secret;
+use quagmire::{ForwardedRequest, How, RunRules, Verify, decide_blocking};
 
 /// Rules on a worker, as the service runs them; nothing waited for.
 const WORKER: How = How { rules: RunRules::Worker, verify: Verify::AsCached, trace: false };
@@ -50,7 +50,7 @@ fn main() {
             if whole {
                 std::hint::black_box(decide_blocking(&app, std::hint::black_box(&request).clone(), WORKER));
             } else {
-                std::hint::black_box(app.rules.evaluate(std::hint::black_box(&facts)));
+                std::hint::black_box(app.rules().evaluate(std::hint::black_box(&facts)));
             }
         }
         best = best.min(started.elapsed());

@@ -12,7 +12,7 @@ use std::path::Path;
 
 use libfuzzer_sys::fuzz_target;
 use miette::{GraphicalReportHandler, GraphicalTheme};
-use quagmire::config::{Config, ConfigError};
+use quagmire::{Config, ConfigError};
 
 fuzz_target!(|data: &[u8]| {
     let Ok(text) = std::str::from_utf8(data) else { return };

@@ -16,9 +16,9 @@ use std::sync::LazyLock;
 
 use http::{HeaderMap, HeaderName, HeaderValue, Method};
 use libfuzzer_sys::fuzz_target;
-use quagmire::client::{ClientIdentity, HeaderLines};
-use quagmire::http::verdict::forwarded_request;
-use quagmire::trap_url::TrapUrls;
+use quagmire::{ClientIdentity, HeaderLines};
+use quagmire::forwarded_request;
+use quagmire::TrapUrls;
 
 /// Peers the first byte chooses from: trusted and untrusted, both families, a mapped address.
 const PEERS: &[Option<&str>] = &[

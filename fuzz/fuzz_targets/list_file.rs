@@ -12,8 +12,8 @@ use std::net::IpAddr;
 
 use ipnet::IpNet;
 use libfuzzer_sys::fuzz_target;
-use quagmire::rules::lists::List;
-use quagmire::user_agent::browser_claim;
+use quagmire::List;
+use quagmire::browser_claim;
 
 fuzz_target!(|data: &[u8]| {
     let Ok(text) = std::str::from_utf8(data) else { return };

@@ -8,8 +8,8 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use quagmire::lists_update::formats::{Format, Kind};
-use quagmire::lists_update::sanity;
+use quagmire::{ListKind as Kind, ListSourceFormat as Format};
+use quagmire::list_sanity as sanity;
 
 fuzz_target!(|data: &[u8]| {
     for (_, format) in Format::ALL {

@@ -7,7 +7,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use quagmire::replay::formats::{Defaults, Format, parse};
+use quagmire::{ReplayDefaults as Defaults, ReplayFormat as Format, parse_log_line as parse};
 
 fuzz_target!(|data: &[u8]| {
     let line = String::from_utf8_lossy(data);

@@ -92,7 +92,7 @@ impl fmt::Debug for StoreConfig {
 }
 
 /// Why a store URL cannot be used (for `quagmire check` and config errors).
-pub fn check_url(url: &str) -> Result<(), String> {
+pub(crate) fn check_url(url: &str) -> Result<(), String> {
     if !(url.starts_with("redis://") || url.starts_with("rediss://")) {
         return Err("the URL must start with redis:// or rediss:// (TLS)".into());
     }
@@ -130,7 +130,7 @@ const UP: u8 = 1;
 const DOWN: u8 = 2;
 
 /// The connection to the shared store and the queue of clients to send.
-pub struct Store {
+pub(crate) struct Store {
     config: StoreConfig,
     client: super::ClientStateConfig,
     connection: OnceLock<Connection>,
@@ -209,7 +209,7 @@ impl ConnectionLike for Connection {
 
 impl Store {
     /// A store not yet connected; [`Store::run`] connects and sends.
-    pub fn new(config: StoreConfig, client: super::ClientStateConfig, metrics: Arc<Metrics>) -> Store {
+    pub(crate) fn new(config: StoreConfig, client: super::ClientStateConfig, metrics: Arc<Metrics>) -> Store {
         let (queue, queued) = mpsc::channel(QUEUE);
         let (hits, urgent) = mpsc::channel(QUEUE);
         Store {
@@ -230,7 +230,7 @@ impl Store {
     }
 
     /// The store's settings.
-    pub fn config(&self) -> &StoreConfig {
+    pub(crate) fn config(&self) -> &StoreConfig {
         &self.config
     }
 
@@ -258,7 +258,7 @@ impl Store {
 
     /// Connects (lazily: a store that is down at start is retried, never waited for) and runs
     /// the syncer until the task is dropped.
-    pub async fn run(self: Arc<Self>, records: Cache<ClientKey, Arc<Record>>) {
+    pub(crate) async fn run(self: Arc<Self>, records: Cache<ClientKey, Arc<Record>>) {
         match self.connect() {
             Ok(connection) => {
                 let _ = self.connection.set(connection);
@@ -388,7 +388,7 @@ impl Store {
 
     /// Trapped clients across every replica, highest trap score first, and how many of them are
     /// at or over `threshold`.
-    pub async fn most_trapped(
+    pub(crate) async fn most_trapped(
         &self,
         limit: usize,
         threshold: f64,

@@ -50,7 +50,7 @@ const VOID_ELEMENTS: &[&str] =
     &["area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta", "source", "track", "wbr"];
 
 /// The prose of an HTML document, a paragraph per block.
-pub fn html_text(html: &str) -> String {
+pub(crate) fn html_text(html: &str) -> String {
     let mut text = String::with_capacity(html.len() / 2);
     let mut skipping: Vec<String> = Vec::new();
     let mut rest = html;
@@ -111,7 +111,7 @@ pub fn html_text(html: &str) -> String {
 }
 
 /// The prose of a Markdown document, a paragraph per block.
-pub fn markdown_text(markdown: &str) -> String {
+pub(crate) fn markdown_text(markdown: &str) -> String {
     let mut text = String::with_capacity(markdown.len());
     let options = Options::ENABLE_YAML_STYLE_METADATA_BLOCKS
         | Options::ENABLE_PLUSES_DELIMITED_METADATA_BLOCKS

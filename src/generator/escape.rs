@@ -1,7 +1,7 @@
 //! HTML escaping of corpus and URL text: nothing in a corpus can inject markup.
 
 /// Appends `text` with `&`, `<`, `>`, `"` and `'` escaped for HTML text and attribute values.
-pub fn push_escaped(out: &mut Vec<u8>, text: &str) {
+pub(crate) fn push_escaped(out: &mut Vec<u8>, text: &str) {
     escape(text, |piece| out.extend_from_slice(piece));
 }
 

@@ -75,7 +75,7 @@ struct WordEntry {
 
 /// Bytes a word copy moves at once: every word's space and escaped text up to this long is
 /// copied as one fixed-size move (and the page's length set back), the rest byte-exact.
-pub const COPY_BYTES: usize = 32;
+pub(crate) const COPY_BYTES: usize = 32;
 
 /// A word of the corpus as the generator sees it.
 #[derive(Clone, Copy, Debug)]

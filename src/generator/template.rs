@@ -78,7 +78,7 @@ pub enum TemplateError {
 
 /// The largest template: a site's page is tens of kilobytes, and every trap page is at least
 /// the template's size.
-pub const MAX_TEMPLATE_BYTES: u64 = 1 << 20;
+pub(crate) const MAX_TEMPLATE_BYTES: u64 = 1 << 20;
 
 impl Template {
     /// Reads and checks the template at `path` (a regular file of at most
@@ -166,7 +166,7 @@ impl Template {
 
 /// A problem at a byte offset of the template.
 #[derive(Debug)]
-pub struct Problem {
+pub(crate) struct Problem {
     at: usize,
     message: String,
 }

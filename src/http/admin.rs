@@ -38,7 +38,7 @@ const FRESH_WAIT: Duration = Duration::from_millis(250);
 const STORE_READ: Duration = Duration::from_secs(2);
 
 /// The admin endpoints' shared state: the token and the last snapshot.
-pub struct Admin {
+pub(crate) struct Admin {
     /// BLAKE3 of the required bearer token: comparing hashes is constant-time (`blake3::Hash`'s
     /// equality is), so the comparison leaks nothing about the token.
     token: Option<blake3::Hash>,
@@ -52,7 +52,7 @@ pub struct Admin {
 
 impl Admin {
     /// Requiring `token` as a bearer token, if given.
-    pub fn new(token: Option<&str>) -> Self {
+    pub(crate) fn new(token: Option<&str>) -> Self {
         Admin {
             token: token.map(|token| blake3::hash(token.as_bytes())),
             snapshot: ArcSwapOption::empty(),

@@ -199,7 +199,7 @@ fn a_list_that_would_read_back_as_another_kind_is_not_written() {
 #[test]
 fn shipped_lists_read_as_their_sources_expect() {
     let config = crate::config::Config::embedded();
-    for (file, text) in crate::rules::DEFAULT_LISTS {
+    for (file, text) in crate::lists::DEFAULT_LISTS {
         let sources: Vec<&Source> =
             config.lists.sources.iter().filter(|source| format!("{}.txt", source.list) == *file).collect();
         let Some(first) = sources.first() else { continue };

@@ -18,7 +18,7 @@ use hyper_util::client::legacy::connect::dns::{GaiResolver, Name};
 use tower_service::Service;
 
 /// Whether `address` is one a client-chosen URL may reach: a global unicast address.
-pub fn is_public(address: IpAddr) -> bool {
+pub(crate) fn is_public(address: IpAddr) -> bool {
     match address {
         IpAddr::V4(v4) => is_public_v4(v4),
         IpAddr::V6(v6) => is_public_v6(v6),
@@ -82,7 +82,7 @@ fn is_public_v6(address: Ipv6Addr) -> bool {
 
 /// Refuses a URL host written as an address that is not public (`[::1]`, `127.0.0.1`,
 /// `[::ffff:127.0.0.1]`); other hosts are names, checked after resolution by [`PublicOnly`].
-pub fn check_literal(host: &str) -> Result<(), String> {
+pub(crate) fn check_literal(host: &str) -> Result<(), String> {
     let bare = host.trim_start_matches('[').trim_end_matches(']');
     match bare.parse::<IpAddr>() {
         Ok(address) if !is_public(address) => Err(format!("{host} is not a public address")),
@@ -94,14 +94,14 @@ pub fn check_literal(host: &str) -> Result<(), String> {
 /// name with none left fails to resolve, saying why. With `allow_private`, every address is kept
 /// (tests and local mirrors).
 #[derive(Clone, Debug)]
-pub struct PublicOnly {
+pub(crate) struct PublicOnly {
     inner: GaiResolver,
     allow_private: bool,
 }
 
 impl PublicOnly {
     /// A resolver that keeps only public addresses unless `allow_private`.
-    pub fn new(allow_private: bool) -> PublicOnly {
+    pub(crate) fn new(allow_private: bool) -> PublicOnly {
         PublicOnly { inner: GaiResolver::new(), allow_private }
     }
 }

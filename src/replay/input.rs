@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use flate2::read::MultiGzDecoder;
 
 /// The longest line kept; a longer one is read past and reported, never held whole.
-pub const MAX_LINE: usize = 1 << 20;
+pub(crate) const MAX_LINE: usize = 1 << 20;
 
 /// Where lines come from: a file, or `-` for standard input.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -56,7 +56,7 @@ pub struct InputError {
 }
 
 /// One line, or what was wrong with it.
-pub enum Line<'b> {
+pub(crate) enum Line<'b> {
     /// The line, without its newline; invalid UTF-8 is replaced.
     Text(std::borrow::Cow<'b, str>),
     /// Longer than [`MAX_LINE`]; this many bytes were skipped.
@@ -64,7 +64,7 @@ pub enum Line<'b> {
 }
 
 /// A source's lines.
-pub struct Lines {
+pub(crate) struct Lines {
     reader: Box<dyn BufRead>,
     buffer: Vec<u8>,
     name: String,
@@ -73,7 +73,7 @@ pub struct Lines {
 
 impl Lines {
     /// Opens `source`; `read` counts the bytes read from it as stored, for a progress bar.
-    pub fn open(source: &Source, read: Arc<AtomicU64>) -> Result<Lines, InputError> {
+    pub(crate) fn open(source: &Source, read: Arc<AtomicU64>) -> Result<Lines, InputError> {
         let name = source.name();
         let error = |error| InputError { source_name: name.clone(), error };
         let raw: Box<dyn Read> = match source {
@@ -92,7 +92,7 @@ impl Lines {
 
     /// The next line; `None` at the end. After an error (a truncated or corrupt gzip file, a
     /// failing disk) there are no more lines.
-    pub fn next_line(&mut self) -> Option<Result<Line<'_>, InputError>> {
+    pub(crate) fn next_line(&mut self) -> Option<Result<Line<'_>, InputError>> {
         if self.failed {
             return None;
         }

@@ -14,7 +14,7 @@ use crate::rules::{RuleFailure, Verdict};
 
 /// The rule name of requests the trap served without a verdict (in the log under the trap's
 /// prefix, where the proxy sends them straight to the trap listener).
-pub const SERVED_BY_TRAP: &str = "(served by the trap)";
+pub(crate) const SERVED_BY_TRAP: &str = "(served by the trap)";
 
 /// Distinct entries kept per "top" table before the rarest are dropped.
 const TOP_KEPT: usize = 2000;
@@ -94,7 +94,7 @@ struct ClientTally {
 
 /// A replayed line, shown as an example.
 #[derive(Clone, Debug)]
-pub struct Sample {
+pub(crate) struct Sample {
     /// `file:line`.
     pub place: String,
     /// Client, method, URI and user agent.
@@ -326,7 +326,7 @@ impl Report {
 }
 
 mod render;
-pub use render::thousands;
+pub(crate) use render::thousands;
 
 /// A rule's name for people: "(no rule)" for none.
 fn rule_name(rule: &str) -> &str {

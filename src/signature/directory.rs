@@ -14,10 +14,10 @@ use web_bot_auth::keyring::{KeyRing, Thumbprintable};
 use crate::outbound;
 
 /// Where an agent publishes its keys, under its origin.
-pub const WELL_KNOWN_PATH: &str = "/.well-known/http-message-signatures-directory";
+pub(crate) const WELL_KNOWN_PATH: &str = "/.well-known/http-message-signatures-directory";
 
 /// The largest directory read; a handful of keys is a few hundred bytes.
-pub const MAX_BYTES: usize = 64 * 1024;
+pub(crate) const MAX_BYTES: usize = 64 * 1024;
 /// Keys read from one directory, at most: more than [`MAX_BYTES`] can hold (an Ed25519 JWK takes
 /// about 80 bytes), so every key a directory within the size cap publishes is read, and a
 /// signature by any of them can verify.
@@ -25,10 +25,10 @@ const MAX_KEYS: usize = 1024;
 
 /// How long a directory is kept at least, whatever its `max-age`: an agent that says
 /// `no-cache` must not cost a fetch per request.
-pub const MIN_KEEP: Duration = Duration::from_secs(5 * 60);
+pub(crate) const MIN_KEEP: Duration = Duration::from_secs(5 * 60);
 /// How long a directory is kept at most, so that a rotated or withdrawn key stops counting
 /// within a day.
-pub const MAX_KEEP: Duration = Duration::from_secs(24 * 3600);
+pub(crate) const MAX_KEEP: Duration = Duration::from_secs(24 * 3600);
 /// How long a directory without `max-age` is kept.
 const DEFAULT_KEEP: Duration = Duration::from_secs(3600);
 
@@ -37,7 +37,7 @@ const USER_AGENT: &str = concat!("quagmire/", env!("CARGO_PKG_VERSION"), " (web 
 
 /// A fetched directory: its usable keys and how long to keep them.
 #[derive(Clone, Debug)]
-pub struct Directory {
+pub(crate) struct Directory {
     /// Ed25519 keys by thumbprint.
     pub keys: Arc<KeyRing>,
     /// How long the directory may be kept.
@@ -46,7 +46,7 @@ pub struct Directory {
 
 /// The HTTP client for key directories.
 #[derive(Clone)]
-pub struct DirectoryFetcher {
+pub(crate) struct DirectoryFetcher {
     http: outbound::Fetcher,
 }
 
@@ -54,7 +54,7 @@ impl DirectoryFetcher {
     /// A client whose fetches take at most `timeout` each, follow no redirect and reach public
     /// addresses only, unless `allow_private` (see [`crate::outbound::public_only`]): the origin
     /// comes from a client's header.
-    pub fn new(timeout: Duration, allow_private: bool) -> Result<DirectoryFetcher, String> {
+    pub(crate) fn new(timeout: Duration, allow_private: bool) -> Result<DirectoryFetcher, String> {
         let http = outbound::Fetcher::new(outbound::Options {
             timeout,
             max_bytes: MAX_BYTES,
@@ -66,7 +66,7 @@ impl DirectoryFetcher {
     }
 
     /// The directory of `origin` (`scheme://authority`), or why it could not be had.
-    pub async fn fetch(&self, origin: &str) -> Result<Directory, String> {
+    pub(crate) async fn fetch(&self, origin: &str) -> Result<Directory, String> {
         let accept = "application/http-message-signatures-directory+json, application/json";
         let fetched = self.http.fetch(&format!("{origin}{WELL_KNOWN_PATH}"), Some(accept)).await?;
         let keep =
@@ -78,7 +78,7 @@ impl DirectoryFetcher {
 
 /// The Ed25519 keys of a JWKS (`{"keys": [...]}`), by thumbprint. Keys of other types, or that
 /// do not parse, are skipped; a body that is not a JWKS is an error.
-pub fn parse_keys(body: &[u8]) -> Result<KeyRing, String> {
+pub(crate) fn parse_keys(body: &[u8]) -> Result<KeyRing, String> {
     let value: serde_json::Value =
         serde_json::from_slice(body).map_err(|error| format!("the directory is not JSON ({error})"))?;
     let Some(keys) = value.get("keys").and_then(|keys| keys.as_array()) else {
@@ -95,7 +95,7 @@ pub fn parse_keys(body: &[u8]) -> Result<KeyRing, String> {
 
 /// How long to keep a directory given its `Cache-Control` lines: `max-age` (or `s-maxage`)
 /// within [`MIN_KEEP`]..[`MAX_KEEP`], else an hour.
-pub fn keep_for<'a>(cache_control: impl Iterator<Item = &'a str>) -> Duration {
+pub(crate) fn keep_for<'a>(cache_control: impl Iterator<Item = &'a str>) -> Duration {
     let mut max_age = None;
     for directive in cache_control.flat_map(|line| line.split(',')) {
         let directive = directive.trim();

@@ -4,7 +4,7 @@
 
 use axum::Router;
 use axum::http::Request;
-use quagmire::http::{admin_router, verdict_router};
+use quagmire::{admin_router, verdict_router};
 
 use crate::support::{SECRET, Server, app, call, write_file};
 

@@ -256,9 +256,9 @@ fn dashboard_type_checks_against_grafana_schema() {
 
 #[test]
 fn dashboard_and_alerts_use_only_metrics_quagmire_exports() {
-    use quagmire::metrics::HitSource;
-    use quagmire::metrics::Metrics;
-    use quagmire::rules::Verdict;
+    use quagmire::HitSource;
+    use quagmire::Metrics;
+    use quagmire::Verdict;
     // One of everything, so that every labelled family has a series.
     let metrics = Metrics::new();
     metrics.verdict(
@@ -272,10 +272,10 @@ fn dashboard_and_alerts_use_only_metrics_quagmire_exports() {
     metrics.trap_page(1);
     metrics.dripped(Duration::from_millis(1));
     metrics.trap_hit(HitSource::TrapUrl);
-    metrics.rule_error("r", quagmire::vocabulary::FailureKind::Error);
+    metrics.rule_error("r", quagmire::FailureKind::Error);
     metrics.reload("rules", true);
     let exported: Vec<String> = metrics
-        .render(0, 0, quagmire::metrics::Scope::Replica)
+        .render(0, 0, quagmire::MetricsScope::Replica)
         .lines()
         .filter(|line| !line.starts_with('#'))
         .map(|line| line.split(['{', ' ']).next().unwrap().to_string())

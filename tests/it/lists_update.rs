@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use axum::body::Body;
 use axum::http::{StatusCode, Uri};
 use axum::response::Response;
-use quagmire::rules::lists::List;
+use quagmire::List;
 
 use crate::support::{Server, header, quagmire, verdict, write_file};
 
@@ -355,7 +355,7 @@ async fn an_empty_folder_with_failing_sources_serves_with_every_list_and_says_wh
     let check = quagmire().args(["check", "--config", &config]).output().unwrap();
     let said = String::from_utf8_lossy(&check.stdout);
     assert!(check.status.success(), "{said}{}", String::from_utf8_lossy(&check.stderr));
-    for (file, _) in quagmire::rules::DEFAULT_LISTS {
+    for (file, _) in quagmire::DEFAULT_LISTS {
         assert!(said.contains(&format!("  {file}: ")), "check does not name {file}:\n{said}");
     }
     assert!(

@@ -254,10 +254,10 @@ extern "C" fn summarise() {
 
 /// The app a config text builds, with the test secret: for tests that call the routers in
 /// process (`quagmire::http::verdict_router` and the others) rather than start a server.
-pub fn app(config: &str) -> std::sync::Arc<quagmire::app::App> {
-    let config = quagmire::config::Config::parse("test.kdl", config, Path::new(".")).unwrap();
-    let (secret, _) = quagmire::secret::Secret::resolve(Some(SECRET.into()), None);
-    std::sync::Arc::new(quagmire::app::App::build(config, &secret).unwrap())
+pub fn app(config: &str) -> std::sync::Arc<quagmire::App> {
+    let config = quagmire::Config::parse("test.kdl", config, Path::new(".")).unwrap();
+    let (secret, _) = quagmire::Secret::resolve(Some(SECRET.into()), None);
+    std::sync::Arc::new(quagmire::App::build(config, &secret).unwrap())
 }
 
 /// `request` through `router` in process, from a loopback peer as the listener would hand it
