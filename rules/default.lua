@@ -53,6 +53,21 @@ local function sends_fetch_metadata(family, major, minor)
   return false
 end
 
+-- Command-line tools people type by hand (lowercase tokens of lists/http-libraries.txt).
+local TYPED_BY_PEOPLE = { curl = true, wget = true, httpie = true }
+
+-- What a page's path ends in: no extension (`/blog/post`, `/docs/`), or a page's own.
+local PAGE_EXTENSIONS = {
+  html = true, htm = true, xhtml = true, shtml = true, php = true, asp = true, aspx = true,
+  jsp = true, cgi = true, pl = true,
+}
+
+-- Whether `path` names a page rather than a file (an image, a script, an archive, data).
+local function is_page(path)
+  local extension = re.match(path, [[\.([A-Za-z0-9]{1,10})$]])
+  return extension == nil or PAGE_EXTENSIONS[string.lower(extension)] == true
+end
+
 return {
   {
     -- robots.txt tells crawlers what not to fetch, ACME challenges renew certificates, and feeds
@@ -184,13 +199,31 @@ return {
     end,
   },
   {
-    -- Generic HTTP libraries from datacenter and cloud networks are scrapers; from home and office
-    -- networks they are more often scripts people run, so they pass.
+    -- Generic HTTP libraries (lists/http-libraries.txt) from datacenter and cloud networks are
+    -- scrapers, on any path but the site's declared program paths (lists/program-paths.txt: its
+    -- APIs, empty until the site fills it in).
     name = "http-library-from-datacenter",
     check = function(r)
       local library = lists.http_libraries:find(r.user_agent)
-      if library and r.asn and lists.datacenter_asns:find(r.asn) then
+      if library and r.asn and lists.datacenter_asns:find(r.asn) and not lists.program_paths:find(r.path) then
         return "trap", string.format("%s from AS%d", library, r.asn)
+      end
+    end,
+  },
+  {
+    -- A library asking for a page is a program wherever it runs: scrapers rent home and mobile
+    -- addresses by the million precisely so that "from a home network" passes. curl, Wget and
+    -- HTTPie stay allowed from home networks (people type them), and so does everything programs
+    -- legitimately ask for: robots.txt, /.well-known/ and feeds (allowed above, for everyone),
+    -- the site's program paths, and files that are not pages (images, archives, data).
+    name = "http-library-page",
+    check = function(r)
+      local library = lists.http_libraries:find(r.user_agent)
+      if library == nil or TYPED_BY_PEOPLE[string.lower(library)] or lists.program_paths:find(r.path) then
+        return
+      end
+      if is_page(r.path) then
+        return "trap", library .. " asking for a page"
       end
     end,
   },

@@ -22,6 +22,7 @@ use ipnet::IpNet;
 /// and the stand-in for any of them a folder lacks.
 pub const DEFAULT_LISTS: &[(&str, &str)] = &[
     ("always-allowed-paths.txt", include_str!("../rules/lists/always-allowed-paths.txt")),
+    ("program-paths.txt", include_str!("../rules/lists/program-paths.txt")),
     ("ai-crawlers.txt", include_str!("../rules/lists/ai-crawlers.txt")),
     ("http-libraries.txt", include_str!("../rules/lists/http-libraries.txt")),
     ("search-engines.txt", include_str!("../rules/lists/search-engines.txt")),

@@ -128,13 +128,10 @@ fn default_rules_allow_people_and_their_browsers() {
     check(&rules, fetch, Verdict::Allow, "");
     // One stray trap hit does not trap a person's later requests.
     check(&rules, Request { trap_score: 1.0, ..Request::browser(CHROME) }, Verdict::Allow, "");
-    // A script from a home network passes.
-    check(
-        &rules,
-        Request { asn: Some(3320), ..Request::agent("python-requests/2.31.0") },
-        Verdict::Allow,
-        "",
-    );
+    // People type curl, Wget and HTTPie by hand: from a home network they pass, on any path.
+    for ua in ["curl/8.5.0", "Wget/1.21.4", "HTTPie/3.2.2"] {
+        check(&rules, Request { asn: Some(3320), ..Request::agent(ua) }, Verdict::Allow, "");
+    }
     // Whole-token matching: these contain short list entries ("Code") inside other words.
     check(&rules, Request::agent("BarcodeReader/2.0"), Verdict::Allow, "");
     check(&rules, Request::agent("Unicode-Feed-Reader/1.0"), Verdict::Allow, "");
@@ -243,6 +240,122 @@ fn default_rules_trap_datacenter_clients_over_quota_and_only_mark_others() {
     check(&rules, Request { rate_limited: true, ..Request::browser(CHROME) }, Verdict::Allow, "");
     // Under the quota, the cloud network alone is no evidence.
     check(&rules, Request { asn: Some(16509), ..Request::browser(CHROME) }, Verdict::Allow, "");
+}
+
+/// HTTP libraries as they send their User-Agent by default.
+const LIBRARIES: &[&str] = &[
+    "python-requests/2.31.0",
+    "Python/3.11 aiohttp/3.9.1",
+    "python-httpx/0.27.0",
+    "Python-urllib/3.12",
+    "Go-http-client/1.1",
+    "Go-http-client/2.0",
+    "node-fetch/1.0 (+https://github.com/bitinn/node-fetch)",
+    "node",
+    "undici",
+    "axios/1.6.2",
+    "Java/17.0.9",
+    "Java-http-client/21.0.1",
+    "okhttp/4.12.0",
+    "Apache-HttpClient/4.5.14 (Java/17.0.9)",
+];
+
+#[test]
+fn a_library_asking_for_a_page_is_trapped_from_any_network() {
+    let rules = default_rules();
+    for ua in LIBRARIES {
+        for uri in ["/articles/hello", "/", "/docs/", "/index.html", "/page.php?id=2"] {
+            // 3320: Deutsche Telekom, a home ISP; None: no ASN database.
+            for asn in [Some(3320), None] {
+                check(&rules, Request { uri, asn, ..Request::agent(ua) }, Verdict::Trap, "http-library-page");
+            }
+        }
+    }
+}
+
+#[test]
+fn a_library_from_a_home_network_may_fetch_what_programs_fetch() {
+    let rules = default_rules();
+    let from_home = |ua, uri| Request { uri, asn: Some(3320), ..Request::agent(ua) };
+    for ua in LIBRARIES {
+        // Feeds, robots.txt and /.well-known/ are for programs, from anywhere.
+        for uri in ["/feed.xml", "/blog/rss", "/robots.txt", "/.well-known/webfinger?resource=acct:a@example.org"] {
+            check(&rules, from_home(ua, uri), Verdict::Allow, "always-allowed-paths");
+        }
+        // Files that are not pages.
+        for uri in ["/images/cat.png", "/downloads/data.csv", "/releases/v1.2.tar.gz", "/assets/site.css"] {
+            check(&rules, from_home(ua, uri), Verdict::Allow, "");
+        }
+    }
+}
+
+#[test]
+fn the_sites_program_paths_let_libraries_through_and_nothing_else() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("program-paths.txt"), "/api/*  API\n/graphql  GraphQL\n").unwrap();
+    let rules = Rules::load(RulesConfig {
+        script: None,
+        lists: Some(dir.path().to_path_buf()),
+        fail: FailMode::Open,
+        limits: limits(),
+        workers: 1,
+        trap_threshold: 5.0,
+    })
+    .unwrap();
+    for uri in ["/api/items?page=2", "/graphql"] {
+        for asn in [Some(3320), Some(16509)] {
+            check(&rules, Request { uri, asn, ..Request::agent("python-requests/2.31.0") }, Verdict::Allow, "");
+        }
+        // An AI crawler is still an AI crawler there.
+        check(&rules, Request { uri, ..Request::agent("GPTBot/1.2") }, Verdict::Trap, "ai-crawlers");
+    }
+    check(
+        &rules,
+        Request { uri: "/articles/hello", asn: Some(3320), ..Request::agent("python-requests/2.31.0") },
+        Verdict::Trap,
+        "http-library-page",
+    );
+}
+
+#[test]
+fn well_known_paths_are_allowed_for_every_client_from_any_network() {
+    let rules = default_rules();
+    let clients = [
+        "http.rb/5.1.1 (Mastodon/4.2.0; +https://mastodon.social/)",
+        "Go-http-client/2.0",
+        "Java-http-client/21.0.1",
+        "okhttp/4.12.0",
+        "curl/8.5.0",
+        "python-requests/2.31.0",
+        "Mozilla/5.0 (compatible; SecurityScanner/1.0)",
+    ];
+    let paths = [
+        "/.well-known/security.txt",
+        "/.well-known/webfinger?resource=acct:alice@example.org",
+        "/.well-known/nodeinfo",
+        "/.well-known/host-meta",
+        "/.well-known/openid-configuration",
+        "/.well-known/jwks.json",
+        "/.well-known/change-password",
+        "/.well-known/apple-app-site-association",
+        "/.well-known/assetlinks.json",
+        "/.well-known/mta-sts.txt",
+        "/.well-known/acme-challenge/token-1",
+    ];
+    for ua in clients {
+        for uri in paths {
+            // 16509: Amazon, a datacenter network.
+            let request = Request { uri, asn: Some(16509), ..Request::agent(ua) };
+            check(&rules, request, Verdict::Allow, "always-allowed-paths");
+        }
+    }
+    // Only under /.well-known/ itself.
+    check(
+        &rules,
+        Request { uri: "/.well-known-ish/page", asn: Some(16509), ..Request::agent("Go-http-client/2.0") },
+        Verdict::Trap,
+        "http-library-from-datacenter",
+    );
 }
 
 #[test]
@@ -397,7 +510,8 @@ fn without_the_user_agent_every_rule_that_reads_it_is_unjudged() {
             "ai-crawlers",
             "no-user-agent",
             "lying-browser",
-            "http-library-from-datacenter"
+            "http-library-from-datacenter",
+            "http-library-page"
         ]
     );
     // A trap URL needs no header: still judged.
