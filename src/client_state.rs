@@ -38,6 +38,8 @@ pub struct ClientStateConfig {
     pub trap_half_life: Duration,
     /// Sustained requests per minute before a client counts as rate-limited.
     pub requests_per_minute: u32,
+    /// Requests a client may send at once, on top of the sustained rate, before it does.
+    pub request_burst: u32,
     /// The shared store (without URLs, records live in this process only).
     pub store: StoreConfig,
 }
@@ -96,10 +98,10 @@ struct Quota {
 }
 
 impl Quota {
-    fn per_minute(requests: u32) -> Quota {
-        let requests = requests.max(1);
-        let interval = Duration::from_secs(60) / requests;
-        Quota { interval, tolerance: interval * (requests - 1) }
+    /// `requests` a minute, `burst` of them at once.
+    fn new(requests: u32, burst: u32) -> Quota {
+        let interval = Duration::from_secs(60) / requests.max(1);
+        Quota { interval, tolerance: interval * (burst.max(1) - 1) }
     }
 
     /// Whether a request at `now` is over the quota; a request within it moves `due` (the
@@ -162,7 +164,7 @@ impl ClientStates {
             .max_capacity(TRAPPED_CAPACITY.min(config.capacity))
             .time_to_idle(config.idle_timeout)
             .build();
-        let quota = Quota::per_minute(config.requests_per_minute);
+        let quota = Quota::new(config.requests_per_minute, config.request_burst);
         ClientStates { cache, trapped, config, quota, store: None }
     }
 
@@ -428,6 +430,7 @@ mod tests {
                 idle_timeout: Duration::from_secs(3600),
                 trap_half_life: half_life,
                 requests_per_minute: 5,
+                request_burst: 5,
                 store: StoreConfig::default(),
             },
             || {},
@@ -511,6 +514,31 @@ mod tests {
     }
 
     #[test]
+    fn the_burst_bounds_requests_at_once_and_the_rate_what_follows() {
+        let states = ClientStates::new(
+            ClientStateConfig {
+                capacity: 1000,
+                idle_timeout: Duration::from_secs(3600),
+                trap_half_life: Duration::from_secs(600),
+                requests_per_minute: 60,
+                request_burst: 10,
+                store: StoreConfig::default(),
+            },
+            || {},
+        );
+        let start = Instant::now();
+        let at = |millis: u64| start + Duration::from_millis(millis);
+        let observe = |millis| states.observe_request_at(key("192.0.2.12"), "a", &GeoInfo::default(), at(millis));
+        let burst: Vec<bool> = (0..11).map(|i| observe(i).rate_limited).collect();
+        assert_eq!(burst, [[false; 10].as_slice(), &[true]].concat(), "ten at once, not eleven");
+        // One a second refills one: a request a second later passes, the next at once does not.
+        assert!(!observe(1_010).rate_limited);
+        assert!(observe(1_011).rate_limited);
+        // At the sustained rate, never over.
+        assert!((2..120).all(|second| !observe(second * 1_000 + 20).rate_limited));
+    }
+
+    #[test]
     fn capacity_bounds_the_records() {
         let evictions = Arc::new(std::sync::atomic::AtomicU64::new(0));
         let counter = evictions.clone();
@@ -520,6 +548,7 @@ mod tests {
                 idle_timeout: Duration::from_secs(3600),
                 trap_half_life: Duration::from_secs(600),
                 requests_per_minute: 60,
+                request_burst: 60,
                 store: StoreConfig::default(),
             },
             move || {
@@ -540,6 +569,7 @@ mod tests {
             idle_timeout: Duration::from_secs(3600),
             trap_half_life: Duration::from_secs(600),
             requests_per_minute: 600,
+            request_burst: 600,
             store: StoreConfig { urls: vec!["redis://127.0.0.1:1/0".into()], ..StoreConfig::default() },
         };
         let store =

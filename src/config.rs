@@ -217,6 +217,7 @@ impl Config {
                 idle_timeout: Duration::ZERO,
                 trap_half_life: Duration::ZERO,
                 requests_per_minute: 0,
+                request_burst: 0,
                 store: crate::client_state::store::StoreConfig::default(),
             },
             geo: GeoConfig::default(),

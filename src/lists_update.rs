@@ -134,6 +134,10 @@ pub struct Written {
     pub labels: Vec<(String, usize)>,
     /// Entries kept by hand.
     pub kept: usize,
+    /// Entries kept by hand that no source has: what the hand-kept section adds.
+    pub kept_only: usize,
+    /// What each source contributed, in the order they are configured.
+    pub sources: Vec<file::Contribution>,
     /// Written from the embedded copy, as the folder had none (a list without sources).
     pub embedded: bool,
 }
@@ -154,7 +158,14 @@ impl fmt::Display for ListReport {
                 if !labels.is_empty() {
                     write!(out, " ({})", labels.join(", "))?;
                 }
-                write!(out, ", {} kept by hand", written.kept)
+                write!(out, ", {} kept by hand ({} in no source)", written.kept, written.kept_only)?;
+                // Lists whose sources carry no labels (ASNs, tokens) say what each source added.
+                if written.labels.iter().all(|(label, _)| label.is_empty()) {
+                    for source in &written.sources {
+                        write!(out, "\n  {}: {} entries, {} added", source.url, source.entries, source.added)?;
+                    }
+                }
+                Ok(())
             }
             Err(error) if self.embedded_in_use => write!(
                 out,
@@ -230,7 +241,7 @@ fn write_lists(
             continue;
         }
         let result = file::write_atomically(&path, text)
-            .map(|()| Written { labels: Vec::new(), kept: 0, embedded: true })
+            .map(|()| Written { labels: Vec::new(), kept: 0, kept_only: 0, sources: Vec::new(), embedded: true })
             .map_err(|source| ListError::Write { path, source });
         reports.push(ListReport { file: file.to_string(), result, embedded_in_use: false });
     }
@@ -285,7 +296,13 @@ fn write_list(
     let rendered = file::render(file, kind, &current, &fetched, fetched_at)?;
     file::write_atomically(path, &rendered.text)
         .map_err(|source| ListError::Write { path: path.to_path_buf(), source })?;
-    Ok(Written { labels: rendered.labels, kept: rendered.kept, embedded: false })
+    Ok(Written {
+        labels: rendered.labels,
+        kept: rendered.kept,
+        kept_only: rendered.kept_only,
+        sources: rendered.sources,
+        embedded: false,
+    })
 }
 
 #[cfg(test)]

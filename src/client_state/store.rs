@@ -334,7 +334,8 @@ impl Store {
             .arg(idle_ms(&self.client))
             .arg(batch.user_agent.as_deref().unwrap_or(""))
             .arg(batch.asn.map(|asn| asn.to_string()).unwrap_or_default())
-            .arg(batch.asn_org.as_deref().unwrap_or(""));
+            .arg(batch.asn_org.as_deref().unwrap_or(""))
+            .arg(self.client.request_burst.max(1));
         let mut connection = connection.clone();
         let result: Result<(u64, String, String, u8), RedisError> =
             invocation.invoke_async(&mut connection).await;

@@ -6,13 +6,13 @@
 --          kept only for clients with trap hits, the ones /api/trapped lists)
 -- ARGV     requests, trap hits (both since the replica's last update), trap half-life (s),
 --          request-rate half-life (s), requests per minute, idle timeout (ms), user agent,
---          ASN, AS organisation ('' = not known: leave as is)
+--          ASN, AS organisation ('' = not known: leave as is), request burst
 --
 -- Time is Redis's own (TIME), the one clock every replica's updates meet at: replicas' clocks
 -- may disagree, and decay computed on two clocks would drift apart. The arithmetic is the local
 -- cache's: exponential decay since the last update, then the new requests and hits added; the
--- request quota is a GCRA (a bucket of `per_minute` requests refilled at `per_minute` a minute),
--- as governor computes it locally.
+-- request quota is a GCRA (a bucket of `burst` requests refilled at `per_minute` a minute), as
+-- the local cache computes it.
 --
 -- Returns { trap hits, trap score, request rate, 1 if over the quota else 0 }; the two decayed
 -- values as strings (a Lua number returned to Redis loses its fraction).
@@ -23,6 +23,7 @@ local trap_half_life = tonumber(ARGV[3])
 local rate_half_life = tonumber(ARGV[4])
 local per_minute = tonumber(ARGV[5])
 local idle_ms = tonumber(ARGV[6])
+local burst = tonumber(ARGV[10])
 
 local time = redis.call('TIME')
 local now = tonumber(time[1]) + tonumber(time[2]) / 1000000
@@ -45,12 +46,13 @@ score = score * math.exp(-elapsed * ln2 / trap_half_life) + hits
 rate = rate * math.exp(-elapsed * ln2 / rate_half_life) + requests
 
 -- GCRA: each allowed request moves the theoretical arrival time one interval on; a request is
--- allowed while that stays within the burst (a minute's worth) of now.
+-- allowed while that stays within the burst of now.
 local interval = 60 / per_minute
+local window = burst * interval
 if tat < now then
   tat = now
 end
-local room = math.floor((now + 60 - tat) / interval + 1e-9)
+local room = math.floor((now + window - tat) / interval + 1e-9)
 if room < 0 then
   room = 0
 end
@@ -60,7 +62,7 @@ local limited
 if requests > 0 then
   limited = allowed < requests
 else
-  limited = tat + interval - now > 60 + 1e-9
+  limited = tat + interval - now > window + 1e-9
 end
 
 redis.call('HSET', KEYS[1], 'hits', total_hits, 'score', tostring(score), 'rate', tostring(rate),

@@ -395,6 +395,9 @@ impl Reader<'_> {
             "requests-per-minute" => {
                 self.config.clients.requests_per_minute = self.integer(node, 1, 1_000_000)? as u32;
             }
+            "request-burst" => {
+                self.config.clients.request_burst = self.integer(node, 1, 1_000_000)? as u32;
+            }
             "store" => {
                 let mut urls = Vec::new();
                 for entry in node.entries() {

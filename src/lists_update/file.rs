@@ -96,6 +96,21 @@ pub(super) struct Rendered {
     pub(super) labels: Vec<(String, usize)>,
     /// Entries kept by hand.
     pub(super) kept: usize,
+    /// Per source, in order: what it contributed.
+    pub(super) sources: Vec<Contribution>,
+    /// Entries kept by hand that no source has.
+    pub(super) kept_only: usize,
+}
+
+/// What one source gave a list.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Contribution {
+    /// The source's URL.
+    pub url: String,
+    /// Entries it listed.
+    pub entries: usize,
+    /// Entries written because of it: in neither an earlier source nor the kept-by-hand section.
+    pub added: usize,
 }
 
 /// The new text of list `file` from `fetched`, or why the current file must stay: a label with no
@@ -111,7 +126,10 @@ pub(super) fn render(
     let kept_keys = current.kept_keys(kind);
     let mut groups: Vec<(&str, Vec<String>)> = Vec::new();
     let mut seen = HashSet::new();
+    let mut sources: Vec<Contribution> = Vec::with_capacity(fetched.len());
+    let mut fetched_keys = HashSet::new();
     for item in fetched {
+        let mut added = 0;
         let label = item.source.label.as_str();
         let index = match groups.iter().position(|(known, _)| *known == label) {
             Some(index) => index,
@@ -123,10 +141,13 @@ pub(super) fn render(
         for entry in &item.parsed.entries {
             let line = if label.is_empty() { entry.clone() } else { format!("{label} {entry}") };
             let key = dedupe_key(kind, &line);
+            fetched_keys.insert(key.clone());
             if !kept_keys.contains(&key) && seen.insert(key) {
                 groups[index].1.push(line);
+                added += 1;
             }
         }
+        sources.push(Contribution { url: item.source.url.clone(), entries: item.parsed.entries.len(), added });
     }
     // Counted first: the other checks (compiling the tokens among them) cost with the entries.
     let total: usize = groups.iter().map(|(_, entries)| entries.len()).sum();
@@ -203,9 +224,10 @@ pub(super) fn render(
     if read_as != kind {
         return Err(ListError::WrongKind { read_as: list.kind().to_str().unwrap_or("another kind") });
     }
-    let kept = current.kept_keys(kind).len();
+    let kept = kept_keys.len();
+    let kept_only = kept_keys.difference(&fetched_keys).count();
     let labels = groups.into_iter().map(|(label, entries)| (label.to_string(), entries.len())).collect();
-    Ok(Rendered { text, labels, kept })
+    Ok(Rendered { text, labels, kept, sources, kept_only })
 }
 
 /// Writes `text` to `path` through a temporary file in the same folder and a rename, so a reader

@@ -179,6 +179,15 @@ fn default_rules_trap_bots() {
         Verdict::Trap,
         "http-library-from-datacenter",
     );
+    // Colocation networks are datacenters too: okhttp from Flexential (AS13649), on any path.
+    for uri in ["/articles/hello", "/images/cat.png"] {
+        check(
+            &rules,
+            Request { uri, asn: Some(13649), ..Request::agent("okhttp/4.12.0") },
+            Verdict::Trap,
+            "http-library-from-datacenter",
+        );
+    }
 }
 
 /// Link-preview fetchers and web archives, as they send their User-Agent.

@@ -166,6 +166,7 @@ fn lists_update_writes_each_list_with_a_header_and_keeps_the_hand_sections() {
             ("ai-crawler-ranges", "Google-CloudVertexBot", "prefixes-json", "/special-crawlers.json"),
             ("ai-crawlers", "", "robots-json", "/robots.json"),
             ("datacenter-asns", "", "asn-list", "/datacenter-asn.txt"),
+            ("datacenter-asns", "", "asn-list", "/datacenter-asn-hosting.txt"),
         ],
     );
     let output = quagmire().args(["lists", "update", "--config", &config]).output().unwrap();
@@ -173,15 +174,22 @@ fn lists_update_writes_each_list_with_a_header_and_keeps_the_hand_sections() {
     assert!(output.status.success(), "{stdout}\n{}", String::from_utf8_lossy(&output.stderr));
     // Applebot and DuckDuckBot have no source here: their 519 entries are kept as by hand.
     assert!(stdout.contains(
-        "search-engines.txt: written, 345 entries (Googlebot 317, bingbot 28), 519 kept by hand\n"
+        "search-engines.txt: written, 345 entries (Googlebot 317, bingbot 28), 519 kept by hand (519 in no source)\n"
     ));
     assert!(stdout.contains(
         "ai-crawler-ranges.txt: written, 565 entries (GPTBot 21, GoogleOther 272, Google-CloudVertexBot 272)"
     ));
     // Three robots.json keys differ from others only by case, and tokens match in any case.
-    assert!(stdout.contains("ai-crawlers.txt: written, 163 entries, 15 kept by hand\n"), "{stdout}");
-    // Five of the six ASNs are in the hand-compiled section already, which wins.
-    assert!(stdout.contains("datacenter-asns.txt: written, 1 entries, 109 kept by hand\n"), "{stdout}");
+    assert!(stdout.contains("ai-crawlers.txt: written, 163 entries, 15 kept by hand (15 in no source)\n"), "{stdout}");
+    // Five of the first source's six ASNs are in the hand-compiled section already, which wins;
+    // the second source adds one of its three (one is kept by hand, one in the first source).
+    // What each source contributed, and what the hand-kept section alone has, are reported.
+    let expected = format!(
+        "datacenter-asns.txt: written, 2 entries, 144 kept by hand (138 in no source)\n  {}: 6 entries, 1 added\n  {}: 3 entries, 1 added\n",
+        fixtures.url("/datacenter-asn.txt"),
+        fixtures.url("/datacenter-asn-hosting.txt"),
+    );
+    assert!(stdout.contains(&expected), "{stdout}");
 
     let search_engines = read(folder, "search-engines.txt");
     assert!(search_engines.starts_with("# search-engines.txt -- written by `quagmire lists update` at 20"));
@@ -257,7 +265,7 @@ fn a_broken_source_keeps_the_old_list_byte_for_byte_and_fails_the_command() {
         format!("{}: no complete answer within 1 s\n", fixtures.url("/hang")),
         "ai-crawlers.txt: kept the current file: entries: 3 entries, fewer than half of the 166 in the current list\n"
             .to_string(),
-        "datacenter-asns.txt: written, 1 entries, 109 kept by hand\n".to_string(),
+        "datacenter-asns.txt: written, 1 entries, 144 kept by hand (139 in no source)\n".to_string(),
     ] {
         assert!(stdout.contains(&expected), "missing {expected:?} in\n{stdout}");
     }
@@ -367,7 +375,7 @@ async fn an_empty_folder_with_failing_sources_serves_with_every_list_and_says_wh
     );
     assert!(
         said.contains(&format!(
-            "  datacenter-asns.txt: 109 entries from {}",
+            "  datacenter-asns.txt: 144 entries from {}",
             folder.join("datacenter-asns.txt").display()
         )),
         "{said}"

@@ -552,3 +552,27 @@ async fn a_stopping_replica_sends_what_it_has_not_sent_yet() {
     assert!(status.success(), "{status:?}");
     assert!(rate() > 8.0, "the last requests were not sent: rate {}", rate());
 }
+
+/// The shared record's quota (the store's update script, run by the real server) is the local
+/// one: `request-burst` requests at once, then `requests-per-minute`.
+#[test]
+fn the_shared_quota_allows_the_burst_at_once_and_no_more() {
+    let Some(redis) = Redis::start() else { return };
+    let script = include_str!("../../src/client_state/update.lua");
+    // ARGV: requests, trap hits, trap half-life, rate half-life, requests per minute, idle ms,
+    // user agent, ASN, AS organisation, burst. The reply's last line: 1 when over the quota.
+    let limited = |client: &str, requests: u32| {
+        let (record, agent) = (format!("quagmire:{{{client}}}"), format!("quagmire:{{{client}}}:ua"));
+        let requests = requests.to_string();
+        let args = ["EVAL", script, "2", &record, &agent, &requests, "0", "600", "60", "60", "86400000", "", "", "", "10"];
+        let reply = cli(redis.port, &args);
+        match reply.lines().last() {
+            Some("0") => false,
+            Some("1") => true,
+            _ => panic!("unexpected reply from the update script: {reply:?}"),
+        }
+    };
+    assert!(!limited("192.0.2.1", 10), "the burst at once");
+    assert!(limited("192.0.2.1", 1), "one more at once");
+    assert!(limited("192.0.2.2", 11), "more than the burst at once");
+}
