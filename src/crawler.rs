@@ -100,6 +100,8 @@ const REFUSED_FOR: Duration = Duration::from_secs(3600);
 const UNKNOWN_FOR: Duration = Duration::from_secs(60);
 /// PTR names of one address followed forward, at most (a PTR set can be long; each costs a query).
 const MAX_NAMES: usize = 4;
+/// How often [`Crawlers::settle`] asks again for a budget that was spent.
+const BUDGET_RETRY: Duration = Duration::from_millis(10);
 /// Cached (address, crawler) answers, at most.
 const CACHE_CAPACITY: u64 = 100_000;
 
@@ -240,6 +242,60 @@ impl Crawlers {
             }
         }
         self.metrics.crawler_check(claim.check.as_str());
+    }
+
+    /// For a tool judging a log ahead (`replay`): starts the DNS verification `claim` needs, if
+    /// nobody has asked and the budgets allow. Whether this call started one.
+    pub(crate) fn start_verification(&self, claim: &Claim, domains: Option<&List>, address: IpAddr) -> bool {
+        let (CrawlerCheck::Pending, Some(List::Domains(domains))) = (claim.check, domains) else {
+            return false;
+        };
+        let key = (address, Arc::<str>::from(claim.crawler.as_str()));
+        self.flights.get(&key).is_none()
+            && self.start(key, domains.domains(&claim.crawler).to_vec(), address).is_some()
+    }
+
+    /// For a tool judging a log (`replay`): waits, at most `wait`, until the verification of
+    /// `claim` for `address` has an answer, starting it when nobody has (as soon as a budget
+    /// allows). The check it found (still `Pending` when DNS did not answer, or without a
+    /// resolver), and whether this call started the lookup.
+    pub(crate) async fn settle(
+        &self,
+        claim: &Claim,
+        domains: Option<&List>,
+        address: IpAddr,
+        wait: Duration,
+    ) -> (CrawlerCheck, bool) {
+        let (CrawlerCheck::Pending, Some(List::Domains(domains))) = (claim.check, domains) else {
+            return (claim.check, false);
+        };
+        if self.resolver.is_none() {
+            return (CrawlerCheck::Pending, false);
+        }
+        let key = (address, Arc::<str>::from(claim.crawler.as_str()));
+        let deadline = tokio::time::Instant::now() + wait;
+        let mut started = false;
+        loop {
+            let receiver = match self.flights.get(&key) {
+                Some(Entry::Done(answer)) => return (answer.check(), started),
+                Some(Entry::InFlight(receiver)) => Some(receiver),
+                None => {
+                    let receiver = self.start(key.clone(), domains.domains(&claim.crawler).to_vec(), address);
+                    started |= receiver.is_some();
+                    receiver
+                }
+            };
+            if tokio::time::Instant::now() >= deadline {
+                return (CrawlerCheck::Pending, started);
+            }
+            match receiver {
+                Some(mut receiver) => {
+                    let _ = tokio::time::timeout_at(deadline, receiver.wait_for(Option::is_some)).await;
+                }
+                // Over a budget: a slot frees when a lookup ends or the second turns.
+                None => tokio::time::sleep_until(deadline.min(tokio::time::Instant::now() + BUDGET_RETRY)).await,
+            }
+        }
     }
 
     /// Starts verifying `key`, unless a budget is spent or another request just started it.

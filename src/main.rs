@@ -143,6 +143,10 @@ enum Command {
         /// No progress bar.
         #[arg(long)]
         quiet: bool,
+        /// Do not verify crawler claims by reverse DNS (for offline use): a claim outside the
+        /// published ranges stays pending, where live it would be confirmed or refuted.
+        #[arg(long)]
+        no_dns: bool,
     },
     /// Print the trap page that would be served for PATH.
     Generate {
@@ -259,6 +263,7 @@ fn main() -> ExitCode {
             scheme,
             host,
             quiet,
+            no_dns,
         } => load_config(config, asn_db).and_then(|config| {
             let format = match format {
                 ReplayFormatArg::Auto => None,
@@ -274,6 +279,7 @@ fn main() -> ExitCode {
                 samples: sample,
                 judge_missing,
                 progress: !quiet,
+                dns: !no_dns,
             };
             run_replay(config, options, compare, json, verdicts)
         }),

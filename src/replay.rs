@@ -15,10 +15,12 @@
 //! ([`crate::facts::Coverage`]). Lines are streamed ([`input`]) and tallied in bounded memory
 //! ([`report`]).
 
+mod dns;
 pub(crate) mod formats;
 pub(crate) mod input;
 pub(crate) mod report;
 
+use std::collections::VecDeque;
 use std::io::Write;
 use std::net::IpAddr;
 use std::path::PathBuf;
@@ -31,6 +33,7 @@ use crate::config::{Answer, Mode};
 use crate::facts::{Coverage, Headers};
 use crate::rules::{RuleFailure, Rules, Verdict};
 use crate::verdict::{ForwardedRequest, How, decide_blocking};
+use dns::ReplayDns;
 use formats::{Defaults, Format, LogRequest};
 use input::{InputError, Line, Lines, Source};
 use report::{Outcome, Report, SERVED_BY_TRAP};
@@ -50,6 +53,8 @@ pub struct Options {
     pub judge_missing: bool,
     /// Show a progress bar (when standard error is a terminal).
     pub progress: bool,
+    /// Verify crawler claims by DNS as live verdicts do (`--no-dns` turns it off).
+    pub dns: bool,
 }
 
 /// A replay that could not run to the end.
@@ -64,6 +69,9 @@ pub enum ReplayError {
     /// The `--compare` rules cannot be loaded.
     #[error("cannot load the rules to compare with: {0}")]
     Compare(crate::rules::RulesError),
+    /// No runtime for the DNS lookups.
+    #[error("cannot start the DNS lookups: {0}")]
+    Runtime(std::io::Error),
 }
 
 /// The `--compare` ruleset: the script at `path` with the app's lists and limits.
@@ -132,9 +140,17 @@ pub fn replay(
     let served_in_place = verdict_config.mode == Mode::Enforce && verdict_config.answer == Answer::Status;
     let trap = TrapRoutes { prefix: &trap_prefix, served_in_place };
     let several = options.sources.len() > 1;
+    let mut dns = match options.dns {
+        true => Some(ReplayDns::new(app).map_err(ReplayError::Runtime)?),
+        false => None,
+    };
+    // Without DNS there is nothing to wait for: each line is judged as soon as it is read.
+    let ahead = if dns.is_some() { dns::WINDOW } else { 1 };
+    let mut window: VecDeque<Read> = VecDeque::with_capacity(ahead);
     for source in &options.sources {
         let mut lines = Lines::open(source, read.clone())?;
         let name = source.name();
+        let run = Run { app, compare, trap: &trap, judge_missing: options.judge_missing, name: &name, several };
         let mut format = options.format;
         if let Some(format) = format {
             report.inputs.push((name.clone(), format.name().into()));
@@ -184,57 +200,19 @@ pub fn replay(
             if clock.went_back(request.time) {
                 report.out_of_order += 1;
             }
-            let outcome = judge(app, compare, request, at, options.judge_missing, &trap);
-            let summary = || {
-                format!(
-                    "{} {} {} \"{}\"",
-                    outcome.client_address,
-                    outcome.method,
-                    outcome.uri,
-                    outcome.user_agent()
-                )
-            };
-            let network = || match (outcome.asn, &outcome.asn_org) {
-                (Some(asn), Some(org)) => format!("AS{asn} {org}"),
-                (Some(asn), None) => format!("AS{asn}"),
-                _ => block(outcome.client_address),
-            };
-            let other = outcome.other.as_ref().map(|(verdict, rule)| (*verdict, rule));
-            if let Some(out) = verdicts.as_deref_mut() {
-                let mut record = serde_json::json!({
-                    "line": number,
-                    "verdict": outcome.verdict.as_str(),
-                    "rule": &*outcome.rule,
-                    "client": outcome.client.to_string(),
-                });
-                if several {
-                    record["file"] = serde_json::json!(name);
-                }
-                if !outcome.unjudged.is_empty() {
-                    record["unjudged"] =
-                        serde_json::json!(outcome.unjudged.iter().map(|rule| &**rule).collect::<Vec<_>>());
-                }
-                if let Some((verdict, rule)) = &other {
-                    record["compare"] = serde_json::json!({ "verdict": verdict.as_str(), "rule": &***rule });
-                }
-                crate::log_field::terminal_safe_json(&mut *out, &record, false)
-                    .map_err(|error| ReplayError::Verdicts(error.into()))?;
-                out.write_all(b"\n").map_err(ReplayError::Verdicts)?;
-            }
-            report.add(Outcome {
-                place: &place,
-                summary: &summary,
-                client: outcome.client,
-                verdict: outcome.verdict,
-                rule: &outcome.rule,
-                unjudged: &outcome.unjudged,
-                failures: &outcome.failures,
-                other,
-                user_agent: outcome.user_agent(),
-                path: outcome.uri.split_once('?').map_or(&outcome.uri, |(path, _)| path),
-                network: &network,
-                request_rate: outcome.request_rate,
+            let needed = dns.as_mut().and_then(|dns| {
+                let address = app.identity.client_address(request.client, &request.headers);
+                dns.read_ahead(app, address, request.headers.get("user-agent").unwrap_or(""))
             });
+            window.push_back(Read { number, request, at, needed });
+            if window.len() >= ahead {
+                let read = window.pop_front().expect("the window is not empty");
+                record(&run, &mut dns, &mut report, &mut verdicts, read)?;
+            }
+        }
+        // The rest of this source's window, before the next source starts.
+        while let Some(read) = window.pop_front() {
+            record(&run, &mut dns, &mut report, &mut verdicts, read)?;
         }
         if format.is_none() {
             report.inputs.push((name.clone(), "no requests".into()));
@@ -245,7 +223,95 @@ pub fn replay(
     }
     progress.finish(report.lines);
     report.elapsed = started.elapsed();
+    report.dns = dns.map(|dns| dns.counts);
     Ok(report)
+}
+
+/// What every line of one source is judged with.
+struct Run<'a> {
+    app: &'a App,
+    compare: Option<&'a Rules>,
+    trap: &'a TrapRoutes<'a>,
+    judge_missing: bool,
+    /// The source's name, for line places.
+    name: &'a str,
+    /// Several sources: each verdict line names its file.
+    several: bool,
+}
+
+/// A line read and parsed, waiting its turn (and its DNS answer) to be judged.
+struct Read {
+    number: u64,
+    request: LogRequest,
+    at: Instant,
+    needed: Option<dns::Needed>,
+}
+
+/// Judges `read` (once DNS has answered for it) and records the outcome in `report` and
+/// `verdicts`.
+fn record(
+    run: &Run,
+    dns: &mut Option<ReplayDns>,
+    report: &mut Report,
+    verdicts: &mut Option<&mut dyn Write>,
+    read: Read,
+) -> Result<(), ReplayError> {
+    if let (Some(dns), Some(needed)) = (dns.as_mut(), read.needed) {
+        dns.settle(run.app, needed);
+    }
+    let read = Read { needed: None, ..read };
+    let outcome = judge(run.app, run.compare, read.request, read.at, run.judge_missing, run.trap);
+    let summary = || {
+        format!(
+            "{} {} {} \"{}\"",
+            outcome.client_address,
+            outcome.method,
+            outcome.uri,
+            outcome.user_agent()
+        )
+    };
+    let network = || match (outcome.asn, &outcome.asn_org) {
+        (Some(asn), Some(org)) => format!("AS{asn} {org}"),
+        (Some(asn), None) => format!("AS{asn}"),
+        _ => block(outcome.client_address),
+    };
+    let other = outcome.other.as_ref().map(|(verdict, rule)| (*verdict, rule));
+    if let Some(out) = verdicts {
+        let mut record = serde_json::json!({
+            "line": read.number,
+            "verdict": outcome.verdict.as_str(),
+            "rule": &*outcome.rule,
+            "client": outcome.client.to_string(),
+        });
+        if run.several {
+            record["file"] = serde_json::json!(run.name);
+        }
+        if !outcome.unjudged.is_empty() {
+            record["unjudged"] =
+                serde_json::json!(outcome.unjudged.iter().map(|rule| &**rule).collect::<Vec<_>>());
+        }
+        if let Some((verdict, rule)) = &other {
+            record["compare"] = serde_json::json!({ "verdict": verdict.as_str(), "rule": &***rule });
+        }
+        crate::log_field::terminal_safe_json(&mut *out, &record, false)
+            .map_err(|error| ReplayError::Verdicts(error.into()))?;
+        out.write_all(b"\n").map_err(ReplayError::Verdicts)?;
+    }
+    report.add(Outcome {
+        place: &|| format!("{}:{}", run.name, read.number),
+        summary: &summary,
+        client: outcome.client,
+        verdict: outcome.verdict,
+        rule: &outcome.rule,
+        unjudged: &outcome.unjudged,
+        failures: &outcome.failures,
+        other,
+        user_agent: outcome.user_agent(),
+        path: outcome.uri.split_once('?').map_or(&outcome.uri, |(path, _)| path),
+        network: &network,
+        request_rate: outcome.request_rate,
+    });
+    Ok(())
 }
 
 impl Judged {

@@ -18,8 +18,8 @@ use crate::rules::{Decision, RuleOutcome};
 
 /// The lists crawler claims are checked against: published ranges (`search-engines.txt`) and
 /// the domains of forward-confirmed reverse DNS (`crawler-domains.txt`).
-const CRAWLER_RANGES: &str = "search_engines";
-const CRAWLER_DOMAINS: &str = "crawler_domains";
+pub(crate) const CRAWLER_RANGES: &str = "search_engines";
+pub(crate) const CRAWLER_DOMAINS: &str = "crawler_domains";
 /// Datacenter and cloud networks, for the rate-limited requests metric.
 const DATACENTER_ASNS: &str = "datacenter_asns";
 

@@ -164,6 +164,8 @@ pub struct Report {
     pub comparison: Option<Comparison>,
     /// How long the replay took.
     pub elapsed: Duration,
+    /// What was asked of DNS; `None` with `--no-dns`.
+    pub dns: Option<super::dns::DnsCounts>,
 }
 
 /// The second ruleset's results and how they differ.
@@ -214,6 +216,7 @@ impl Report {
                 samples: Vec::new(),
             }),
             elapsed: Duration::ZERO,
+            dns: None,
         }
     }
 

@@ -22,6 +22,7 @@ fn options(files: &[&std::path::Path]) -> Options {
         samples: 2,
         judge_missing: false,
         progress: false,
+        dns: false,
     }
 }
 

@@ -264,3 +264,61 @@ fn explain_shows_the_verification() {
         "{stdout}"
     );
 }
+
+/// `replay` asks DNS as live verdicts do: a Googlebot impostor outside Google's ranges (its PTR in
+/// another domain) is trapped, the real one allowed, each address asked once; with `--no-dns` the
+/// impostor stays pending and passes, and the report says so.
+#[test]
+fn replay_verifies_crawler_claims_by_reverse_dns_as_live_does() {
+    let Some(dns) = Dns::start(RECORDS) else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let config =
+        write_file(dir.path(), "quagmire.kdl", &format!("dns {{ servers \"{}\"; }}\n", dns.server()));
+    let line = |second: u32, client: &str| {
+        format!(
+            r#"{{"time":"2026-12-05T10:00:{second:02}Z","client":"{client}","uri":"/articles/hello","host":"site.example","headers":{{"user-agent":"{GOOGLEBOT}","accept":"*/*"}}}}"#
+        )
+    };
+    let log = [line(1, "198.51.100.12"), line(2, "198.51.100.10"), line(3, "198.51.100.12")].join("\n");
+    let log = write_file(dir.path(), "access.jsonl", &format!("{log}\n"));
+    let replay = |extra: &[&str]| {
+        let verdicts = dir.path().join("verdicts.jsonl");
+        let output = quagmire()
+            .args(["replay", "--config", &config, "--quiet", "--verdicts"])
+            .arg(&verdicts)
+            .args(extra)
+            .arg(&log)
+            .env("QUAGMIRE_SECRET", crate::support::SECRET)
+            .output()
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+        assert!(output.status.success(), "{stdout}{}", String::from_utf8_lossy(&output.stderr));
+        let verdicts: Vec<(String, String)> = std::fs::read_to_string(verdicts)
+            .unwrap()
+            .lines()
+            .map(|line| {
+                let record: serde_json::Value = serde_json::from_str(line).unwrap();
+                (record["verdict"].as_str().unwrap().into(), record["rule"].as_str().unwrap().into())
+            })
+            .collect();
+        (stdout, verdicts)
+    };
+    let pair = |verdict: &str, rule: &str| (verdict.to_string(), rule.to_string());
+
+    let (stdout, verdicts) = replay(&[]);
+    assert_eq!(
+        verdicts,
+        [pair("trap", "search-engines"), pair("allow", "search-engines"), pair("trap", "search-engines")],
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains(
+            "Crawler claims outside the published ranges: 3 lines; 2 reverse DNS lookups: 1 confirmed, 1 refuted, 0 unanswered"
+        ),
+        "{stdout}"
+    );
+
+    let (stdout, verdicts) = replay(&["--no-dns"]);
+    assert_eq!(verdicts, [pair("allow", ""), pair("allow", ""), pair("allow", "")], "{stdout}");
+    assert!(stdout.contains("No DNS (--no-dns)"), "{stdout}");
+}

@@ -55,6 +55,16 @@ impl Report {
             "blank_lines": self.blank_lines,
             "bad_lines": self.bad_lines,
             "out_of_order_lines": self.out_of_order,
+            "dns": match self.dns {
+                Some(dns) => json!({
+                    "lines": dns.lines,
+                    "lookups": dns.lookups,
+                    "confirmed": dns.confirmed,
+                    "refuted": dns.refuted,
+                    "unanswered": dns.unanswered,
+                }),
+                None => Value::Null,
+            },
             "bad_line_examples": self.bad_shown.iter().map(|(place, reason)| json!({ "line": place, "reason": reason })).collect::<Vec<_>>(),
             "requests": self.requests.json(),
             "clients": self.clients().json(),
@@ -122,6 +132,28 @@ impl Report {
                  (access.log.2 access.log.1 access.log), or their verdicts are not the ones they had.",
                 thousands(self.out_of_order)
             );
+        }
+        match self.dns {
+            Some(dns) if dns.lines > 0 => {
+                let _ = writeln!(
+                    out,
+                    "\nCrawler claims outside the published ranges: {} lines; {} reverse DNS lookups: {} confirmed, \
+                     {} refuted, {} unanswered (pending, as live).",
+                    thousands(dns.lines),
+                    thousands(dns.lookups),
+                    thousands(dns.confirmed),
+                    thousands(dns.refuted),
+                    thousands(dns.unanswered)
+                );
+            }
+            Some(_) => {}
+            None => {
+                let _ = writeln!(
+                    out,
+                    "\nNo DNS (--no-dns): crawler claims outside the published ranges stay pending, where live \
+                     verdicts would confirm or refute them by reverse DNS."
+                );
+            }
         }
         let total = self.requests.allow + self.requests.trap;
         let clients = self.clients();
