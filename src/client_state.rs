@@ -528,7 +528,8 @@ mod tests {
         );
         let start = Instant::now();
         let at = |millis: u64| start + Duration::from_millis(millis);
-        let observe = |millis| states.observe_request_at(key("192.0.2.12"), "a", &GeoInfo::default(), at(millis));
+        let observe =
+            |millis| states.observe_request_at(key("192.0.2.12"), "a", &GeoInfo::default(), at(millis));
         let burst: Vec<bool> = (0..11).map(|i| observe(i).rate_limited).collect();
         assert_eq!(burst, [[false; 10].as_slice(), &[true]].concat(), "ten at once, not eleven");
         // One a second refills one: a request a second later passes, the next at once does not.

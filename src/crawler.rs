@@ -293,7 +293,9 @@ impl Crawlers {
                     let _ = tokio::time::timeout_at(deadline, receiver.wait_for(Option::is_some)).await;
                 }
                 // Over a budget: a slot frees when a lookup ends or the second turns.
-                None => tokio::time::sleep_until(deadline.min(tokio::time::Instant::now() + BUDGET_RETRY)).await,
+                None => {
+                    tokio::time::sleep_until(deadline.min(tokio::time::Instant::now() + BUDGET_RETRY)).await
+                }
             }
         }
     }

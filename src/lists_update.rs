@@ -162,7 +162,11 @@ impl fmt::Display for ListReport {
                 // Lists whose sources carry no labels (ASNs, tokens) say what each source added.
                 if written.labels.iter().all(|(label, _)| label.is_empty()) {
                     for source in &written.sources {
-                        write!(out, "\n  {}: {} entries, {} added", source.url, source.entries, source.added)?;
+                        write!(
+                            out,
+                            "\n  {}: {} entries, {} added",
+                            source.url, source.entries, source.added
+                        )?;
                     }
                 }
                 Ok(())
@@ -241,7 +245,13 @@ fn write_lists(
             continue;
         }
         let result = file::write_atomically(&path, text)
-            .map(|()| Written { labels: Vec::new(), kept: 0, kept_only: 0, sources: Vec::new(), embedded: true })
+            .map(|()| Written {
+                labels: Vec::new(),
+                kept: 0,
+                kept_only: 0,
+                sources: Vec::new(),
+                embedded: true,
+            })
             .map_err(|source| ListError::Write { path, source });
         reports.push(ListReport { file: file.to_string(), result, embedded_in_use: false });
     }

@@ -9,11 +9,11 @@ use std::time::Instant;
 
 use anyhow::Context;
 use clap::{Parser, Subcommand, ValueEnum};
+use quagmire::App;
+use quagmire::ReplaySource as Source;
 use quagmire::{Config, ConfigError, LogFormat};
 use quagmire::{ReplayDefaults as Defaults, ReplayFormat as Format};
-use quagmire::ReplaySource as Source;
 use quagmire::{SECRET_ENV, Secret, SecretOrigin};
-use quagmire::App;
 
 /// The environment variable that sets the admin endpoints' bearer token, over the config.
 const ADMIN_TOKEN_ENV: &str = "QUAGMIRE_ADMIN_TOKEN";

@@ -150,7 +150,8 @@ pub fn replay(
     for source in &options.sources {
         let mut lines = Lines::open(source, read.clone())?;
         let name = source.name();
-        let run = Run { app, compare, trap: &trap, judge_missing: options.judge_missing, name: &name, several };
+        let run =
+            Run { app, compare, trap: &trap, judge_missing: options.judge_missing, name: &name, several };
         let mut format = options.format;
         if let Some(format) = format {
             report.inputs.push((name.clone(), format.name().into()));
@@ -262,13 +263,7 @@ fn record(
     let read = Read { needed: None, ..read };
     let outcome = judge(run.app, run.compare, read.request, read.at, run.judge_missing, run.trap);
     let summary = || {
-        format!(
-            "{} {} {} \"{}\"",
-            outcome.client_address,
-            outcome.method,
-            outcome.uri,
-            outcome.user_agent()
-        )
+        format!("{} {} {} \"{}\"", outcome.client_address, outcome.method, outcome.uri, outcome.user_agent())
     };
     let network = || match (outcome.asn, &outcome.asn_org) {
         (Some(asn), Some(org)) => format!("AS{asn} {org}"),

@@ -31,8 +31,8 @@ use std::time::Duration;
 use arc_swap::ArcSwap;
 
 use crate::facts::Facts;
-pub(crate) use crate::vocabulary::{FailureKind, Verdict};
 use crate::lists::{self, List};
+pub(crate) use crate::vocabulary::{FailureKind, Verdict};
 pub(crate) use pool::PoolStats;
 
 /// The embedded default ruleset.

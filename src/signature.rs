@@ -182,7 +182,12 @@ impl Signatures {
     }
 
     /// [`Signatures::verify`], waiting at most `wait` (`explain` waits for the whole timeout).
-    pub(crate) async fn verify_within(&self, signature: &mut Option<Signature>, facts: &Facts, wait: Duration) {
+    pub(crate) async fn verify_within(
+        &self,
+        signature: &mut Option<Signature>,
+        facts: &Facts,
+        wait: Duration,
+    ) {
         let Some(current) = signature.as_mut() else { return };
         if current.check == SignatureCheck::Pending
             && let Ok(Some(parsed)) = self.parse(facts, unix_now())

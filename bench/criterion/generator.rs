@@ -6,8 +6,8 @@ use std::hint::black_box;
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use quagmire::Chain;
-use quagmire::{Generator, PageSettings};
 use quagmire::TrapUrls;
+use quagmire::{Generator, PageSettings};
 
 fn generator(bytes: usize) -> Generator {
     let chain = Chain::train(&quagmire::embedded_corpus(), 2).expect("the embedded corpus trains");

@@ -12,9 +12,9 @@
 
 use std::collections::{HashMap, HashSet};
 
+use quagmire::Chain;
 use quagmire::Config;
 use quagmire::Generator;
-use quagmire::Chain;
 use quagmire::TrapUrls;
 
 /// Strings every HTML page has, allowed to be shared.
@@ -31,8 +31,7 @@ fn main() {
     let pages: usize = args.next().and_then(|n| n.parse().ok()).unwrap_or(5);
     let set = args.next().unwrap_or_default();
     let config = Config::embedded();
-    let text =
-        quagmire::load_corpus(config.corpus.embedded, &config.corpus.paths).expect("the corpus loads");
+    let text = quagmire::load_corpus(config.corpus.embedded, &config.corpus.paths).expect("the corpus loads");
     let mut markup: Vec<Vec<Vec<u8>>> = Vec::new();
     for deployment in 0..deployments {
         let name = if set.is_empty() { format!("{deployment}") } else { format!("{set}-{deployment}") };

@@ -3,8 +3,8 @@
 //! Usage: `pagegen [PAGES]` (default 20000); prints the bytes generated.
 
 use quagmire::Chain;
-use quagmire::{Generator, PageSettings};
 use quagmire::TrapUrls;
+use quagmire::{Generator, PageSettings};
 
 fn main() {
     let pages: usize = std::env::args().nth(1).and_then(|n| n.parse().ok()).unwrap_or(20_000);

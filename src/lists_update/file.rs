@@ -147,7 +147,11 @@ pub(super) fn render(
                 added += 1;
             }
         }
-        sources.push(Contribution { url: item.source.url.clone(), entries: item.parsed.entries.len(), added });
+        sources.push(Contribution {
+            url: item.source.url.clone(),
+            entries: item.parsed.entries.len(),
+            added,
+        });
     }
     // Counted first: the other checks (compiling the tokens among them) cost with the entries.
     let total: usize = groups.iter().map(|(_, entries)| entries.len()).sum();

@@ -288,7 +288,9 @@ fn a_library_from_a_home_network_may_fetch_what_programs_fetch() {
     let from_home = |ua, uri| Request { uri, asn: Some(3320), ..Request::agent(ua) };
     for ua in LIBRARIES {
         // Feeds, robots.txt and /.well-known/ are for programs, from anywhere.
-        for uri in ["/feed.xml", "/blog/rss", "/robots.txt", "/.well-known/webfinger?resource=acct:a@example.org"] {
+        for uri in
+            ["/feed.xml", "/blog/rss", "/robots.txt", "/.well-known/webfinger?resource=acct:a@example.org"]
+        {
             check(&rules, from_home(ua, uri), Verdict::Allow, "always-allowed-paths");
         }
         // Files that are not pages.
@@ -313,7 +315,12 @@ fn the_sites_program_paths_let_libraries_through_and_nothing_else() {
     .unwrap();
     for uri in ["/api/items?page=2", "/graphql"] {
         for asn in [Some(3320), Some(16509)] {
-            check(&rules, Request { uri, asn, ..Request::agent("python-requests/2.31.0") }, Verdict::Allow, "");
+            check(
+                &rules,
+                Request { uri, asn, ..Request::agent("python-requests/2.31.0") },
+                Verdict::Allow,
+                "",
+            );
         }
         // An AI crawler is still an AI crawler there.
         check(&rules, Request { uri, ..Request::agent("GPTBot/1.2") }, Verdict::Trap, "ai-crawlers");

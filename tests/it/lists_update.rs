@@ -180,7 +180,10 @@ fn lists_update_writes_each_list_with_a_header_and_keeps_the_hand_sections() {
         "ai-crawler-ranges.txt: written, 565 entries (GPTBot 21, GoogleOther 272, Google-CloudVertexBot 272)"
     ));
     // Three robots.json keys differ from others only by case, and tokens match in any case.
-    assert!(stdout.contains("ai-crawlers.txt: written, 163 entries, 15 kept by hand (15 in no source)\n"), "{stdout}");
+    assert!(
+        stdout.contains("ai-crawlers.txt: written, 163 entries, 15 kept by hand (15 in no source)\n"),
+        "{stdout}"
+    );
     // Five of the first source's six ASNs are in the hand-compiled section already, which wins;
     // the second source adds one of its three (one is kept by hand, one in the first source).
     // What each source contributed, and what the hand-kept section alone has, are reported.

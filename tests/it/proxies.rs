@@ -397,3 +397,51 @@ async fn haproxy_transparent() {
 async fn haproxy_redirect() {
     run("haproxy", "haproxy/redirect.cfg", Mode::Redirect, "verdict {\n  answer \"redirect\"\n}\n").await;
 }
+
+/// integrations/caddy/README.md's advice for Caddy behind a load balancer, applied as written to
+/// the shipped transparent config, on the Caddy these tests run (Debian's 2.6): Caddy starts, and
+/// each client the balancer names is judged by its own address. The test client plays the
+/// balancer (127.0.0.1), so the README's example range is replaced by its address.
+#[tokio::test]
+async fn caddy_behind_a_load_balancer_judges_each_client_by_its_own_address() {
+    let Some(binary) = require_program("caddy") else { return };
+    let readme =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("integrations/caddy/README.md"))
+            .unwrap();
+    let advice = readme
+        .split("<!-- tested: tests/it/proxies.rs, caddy_behind_a_load_balancer")
+        .nth(1)
+        .and_then(|after| after.lines().find(|line| line.trim_start().starts_with("trusted_proxies")))
+        .expect("the README's load-balancer advice has a trusted_proxies line")
+        .trim()
+        .replace("10.0.0.0/8", "127.0.0.1/32");
+    let server = Server::start(&[]);
+    let (origin, _) = start_origin().await;
+    let address = free_address();
+    let shipped = config("caddy/transparent.Caddyfile", address, server.verdict, server.trap, origin);
+    // Into each forward_auth and reverse_proxy block: every one sets X-Real-IP.
+    let real_ip = "header_up X-Real-IP {remote_host}";
+    let blocks = shipped.matches(real_ip).count();
+    assert_eq!(blocks, 4, "the shipped config changed: the README says four blocks");
+    let text = shipped.replace(real_ip, &format!("{real_ip}\n{advice}"));
+    let proxy = start_caddy(&binary, &text, address).await;
+
+    let base = format!("http://{}", proxy.address);
+    let http = client();
+    let from = |client: &str, request: reqwest::RequestBuilder| request.header("x-forwarded-for", client);
+    // One client behind the balancer walks the trap as GPTBot.
+    for i in 0..8 {
+        let response =
+            from("203.0.113.9", http.get(format!("{base}/archive/{i}")).header("user-agent", GPTBOT))
+                .send()
+                .await
+                .unwrap();
+        assert!(is_trap_page(&response.text().await.unwrap()));
+    }
+    // Its browser-like requests are trapped now; another client behind the same balancer is not.
+    let walker = from("203.0.113.9", browser(http.get(format!("{base}/docs/page")))).send().await.unwrap();
+    assert!(is_trap_page(&walker.text().await.unwrap()), "the trap walker's own address was not judged");
+    let other = from("203.0.113.10", browser(http.get(format!("{base}/docs/page")))).send().await.unwrap();
+    assert_eq!(other.status(), 200);
+    assert_eq!(other.text().await.unwrap(), "origin GET /docs/page", "another client paid for the walker");
+}

@@ -564,7 +564,10 @@ fn the_shared_quota_allows_the_burst_at_once_and_no_more() {
     let limited = |client: &str, requests: u32| {
         let (record, agent) = (format!("quagmire:{{{client}}}"), format!("quagmire:{{{client}}}:ua"));
         let requests = requests.to_string();
-        let args = ["EVAL", script, "2", &record, &agent, &requests, "0", "600", "60", "60", "86400000", "", "", "", "10"];
+        let args = [
+            "EVAL", script, "2", &record, &agent, &requests, "0", "600", "60", "60", "86400000", "", "", "",
+            "10",
+        ];
         let reply = cli(redis.port, &args);
         match reply.lines().last() {
             Some("0") => false,

@@ -4,8 +4,8 @@
 use std::time::Instant;
 
 use axum::http::Request;
-use quagmire::{trap_router, verdict_router};
 use quagmire::TrapUrls;
+use quagmire::{trap_router, verdict_router};
 
 use crate::support::{SECRET, Server, app, call, get, hrefs, write_file};
 
