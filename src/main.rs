@@ -245,8 +245,14 @@ fn main() -> ExitCode {
             let urls = quagmire::TrapUrls::new(secret.as_bytes());
             let prefix = &config.verdict.redirect_prefix;
             let snippets = quagmire::Snippets::new(secret.as_bytes(), &urls, prefix);
-            println!("<!-- In your pages' <body>: hidden from people, followed by crawlers that ignore robots.txt. -->");
-            println!("{}\n", snippets.hidden_link);
+            println!(
+                "<!-- Hidden links for your page template: hidden from people, screen readers and the keyboard, \
+                 followed by crawlers that ignore robots.txt. Use one or all three (docs/trap.md, \"Hidden links\"). -->"
+            );
+            for link in &snippets.links {
+                println!("<!-- {}: {}. -->", link.place, link.why);
+                println!("{}\n", link.html);
+            }
             println!("# In your robots.txt: polite crawlers stay out of {prefix}/.");
             print!("{}", snippets.robots);
         }),

@@ -14,11 +14,37 @@ use crate::trap_url::TrapUrls;
 /// A site's snippets.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Snippets {
-    /// The hidden link, for the site's page template.
-    pub hidden_link: String,
+    /// Hidden links for the site's page template, each for a place in the page.
+    pub links: Vec<Placement>,
     /// Lines for the site's robots.txt.
     pub robots: String,
 }
+
+/// A hidden link and where in a page it goes.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Placement {
+    /// Where in the page.
+    pub place: &'static str,
+    /// Why there: which crawlers meet it, and what it costs.
+    pub why: &'static str,
+    /// The markup.
+    pub html: String,
+}
+
+/// Where the links go, first to last in the page. A crawler reading a page queues its links in
+/// document order, so a link at the top of the body is among the first it follows (breadth
+/// first); one at the very end waits behind every real link of the page.
+const PLACES: &[(&str, &str)] = &[
+    (
+        "right after <body>",
+        "the first link of every page, so a breadth-first crawler follows it before any real one",
+    ),
+    (
+        "inside your navigation or header menu",
+        "among the links crawlers that favour navigation take first, hidden another way than the first",
+    ),
+    ("just before </body>", "a last one for crawlers that skip a page's top and navigation as boilerplate"),
+];
 
 /// Ways of keeping a link from people (and screen readers, and keyboard focus) while crawlers
 /// still see it.
@@ -33,40 +59,53 @@ const HIDING: &[&str] = &[
 
 impl Snippets {
     /// This deployment's snippets: `urls` gives its sections, `secret` the variants, `prefix`
-    /// the path the proxy sends to the trap.
+    /// the path the proxy sends to the trap. The links differ from each other in target, markup
+    /// and hiding, so one pattern cannot skip them all.
     pub fn new(secret: &[u8], urls: &TrapUrls, prefix: &str) -> Snippets {
         let seed = blake3::derive_key("quagmire 2026-12 snippets", secret);
         let mut rng = Pcg64Mcg::from_seed(seed[..16].try_into().expect("16 bytes"));
         let prefix = prefix.trim_end_matches('/');
-        let sections = urls.sections();
-        let section = sections[below(&mut rng, sections.len())];
-        let words = urls.words();
-        let word = &words[below(&mut rng, words.len())];
-        let target = format!("{prefix}/{section}/{word}/");
-        let label = capitalised(section);
-        let hiding = HIDING[below(&mut rng, HIDING.len())];
-        let class =
-            format!("{}-{}", words[below(&mut rng, words.len())], words[below(&mut rng, words.len())]);
-        let hidden_link = match below(&mut rng, 4) {
-            0 => format!(
-                "<a href=\"{target}\" rel=\"nofollow\" aria-hidden=\"true\" tabindex=\"-1\" style=\"{hiding}\">{label}</a>"
-            ),
-            1 => format!(
-                "<div class=\"{class}\" aria-hidden=\"true\" style=\"{hiding}\"><a href=\"{target}\" tabindex=\"-1\" rel=\"nofollow\">{label}</a></div>"
-            ),
-            2 => format!(
-                "<span style=\"{hiding}\" aria-hidden=\"true\"><a tabindex=\"-1\" rel=\"nofollow\" href=\"{target}\">{label}</a></span>"
-            ),
-            _ => format!(
-                "<p hidden aria-hidden=\"true\"><a href=\"{target}\" rel=\"nofollow\" tabindex=\"-1\" class=\"{class}\">{label}</a></p>"
-            ),
-        };
+        let mut hidings: Vec<&str> = HIDING.to_vec();
+        let mut markups: Vec<usize> = (0..4).collect();
+        let links = PLACES
+            .iter()
+            .map(|&(place, why)| {
+                let hiding = hidings.swap_remove(below(&mut rng, hidings.len()));
+                let markup = markups.swap_remove(below(&mut rng, markups.len()));
+                Placement { place, why, html: hidden_link(&mut rng, urls, prefix, hiding, markup) }
+            })
+            .collect();
         let robots = if below(&mut rng, 2) == 0 {
             format!("User-agent: *\nDisallow: {prefix}/\n")
         } else {
             format!("User-agent: *\nDisallow: {prefix}\n")
         };
-        Snippets { hidden_link, robots }
+        Snippets { links, robots }
+    }
+}
+
+/// One hidden link under `prefix`, in markup variant `markup` (0 to 3), hidden by `hiding`.
+fn hidden_link(rng: &mut Pcg64Mcg, urls: &TrapUrls, prefix: &str, hiding: &str, markup: usize) -> String {
+    let sections = urls.sections();
+    let section = sections[below(rng, sections.len())];
+    let words = urls.words();
+    let word = &words[below(rng, words.len())];
+    let target = format!("{prefix}/{section}/{word}/");
+    let label = capitalised(section);
+    let class = format!("{}-{}", words[below(rng, words.len())], words[below(rng, words.len())]);
+    match markup {
+        0 => format!(
+            "<a href=\"{target}\" rel=\"nofollow\" aria-hidden=\"true\" tabindex=\"-1\" style=\"{hiding}\">{label}</a>"
+        ),
+        1 => format!(
+            "<div class=\"{class}\" aria-hidden=\"true\" style=\"{hiding}\"><a href=\"{target}\" tabindex=\"-1\" rel=\"nofollow\">{label}</a></div>"
+        ),
+        2 => format!(
+            "<span style=\"{hiding}\" aria-hidden=\"true\"><a tabindex=\"-1\" rel=\"nofollow\" href=\"{target}\">{label}</a></span>"
+        ),
+        _ => format!(
+            "<p hidden aria-hidden=\"true\" style=\"{hiding}\"><a href=\"{target}\" rel=\"nofollow\" tabindex=\"-1\" class=\"{class}\">{label}</a></p>"
+        ),
     }
 }
 
@@ -83,24 +122,48 @@ mod tests {
         Snippets::new(secret.as_bytes(), &TrapUrls::new(secret.as_bytes()), "/trap")
     }
 
+    fn href(link: &Placement) -> &str {
+        link.html.split("href=\"").nth(1).unwrap().split('"').next().unwrap()
+    }
+
     #[test]
     fn snippets_are_the_deployments_own_and_stable() {
         assert_eq!(snippets("one"), snippets("one"));
         let links: std::collections::HashSet<String> =
-            (0..20).map(|i| snippets(&format!("s{i}")).hidden_link).collect();
+            (0..20).map(|i| snippets(&format!("s{i}")).links[0].html.clone()).collect();
         assert_eq!(links.len(), 20);
     }
 
     #[test]
-    fn the_hidden_link_leads_under_the_prefix_that_robots_txt_disallows() {
+    fn every_link_leads_under_the_prefix_that_robots_txt_disallows() {
         for i in 0..50 {
             let snippets = Snippets::new(b"x", &TrapUrls::new(format!("s{i}").as_bytes()), "/woods/");
-            let href = snippets.hidden_link.split("href=\"").nth(1).unwrap().split('"').next().unwrap();
-            assert!(href.starts_with("/woods/") && href.ends_with('/'), "{href}");
             assert!(snippets.robots.starts_with("User-agent: *\nDisallow: /woods"), "{}", snippets.robots);
-            assert!(
-                snippets.hidden_link.contains("tabindex=\"-1\"") && snippets.hidden_link.contains("nofollow")
+            for link in &snippets.links {
+                assert!(href(link).starts_with("/woods/") && href(link).ends_with('/'), "{}", link.html);
+                assert!(link.html.contains("tabindex=\"-1\"") && link.html.contains("nofollow"));
+                assert!(link.html.contains("aria-hidden=\"true\""), "{}", link.html);
+            }
+        }
+    }
+
+    #[test]
+    fn a_page_gets_links_at_its_top_in_its_navigation_and_at_its_end_each_hidden_its_own_way() {
+        for i in 0..50 {
+            let snippets = snippets(&format!("s{i}"));
+            let places: Vec<&str> = snippets.links.iter().map(|link| link.place).collect();
+            assert_eq!(
+                places,
+                ["right after <body>", "inside your navigation or header menu", "just before </body>"]
             );
+            let style = |link: &Placement| {
+                HIDING.iter().find(|hiding| link.html.contains(*hiding)).copied().expect("a known hiding")
+            };
+            let styles: std::collections::HashSet<&str> = snippets.links.iter().map(style).collect();
+            assert_eq!(styles.len(), 3, "three ways of hiding: {:?}", snippets.links);
+            let markups: std::collections::HashSet<&str> =
+                snippets.links.iter().map(|link| &link.html[..link.html.find(' ').unwrap()]).collect();
+            assert_eq!(markups.len(), 3, "three kinds of markup: {:?}", snippets.links);
         }
     }
 }

@@ -186,6 +186,7 @@ const CLIENTS_KEYS: &[&str] = &[
     "idle-timeout-seconds",
     "trap-half-life-seconds",
     "requests-per-minute",
+    "request-burst",
     "store",
     "store-cluster",
     "store-password-env",
