@@ -24,6 +24,8 @@
 //! - `cli`: `check` errors that point at line and column, `generate`, `explain`;
 //! - `store`: replicas sharing client state through a real Redis and a real Redis Cluster; the
 //!   store stopped, hung and restarted under traffic; concurrent trap hits adding up;
+//! - `pace`: a person's reading pace and a crawler's, from a datacenter address, replayed through
+//!   the default rules: the crawler over the request quota within 240 requests, the person never;
 //! - `lists_update`: `lists update` and `serve`'s list refresh against a local server of fixture
 //!   list sources: lists written, broken sources keeping the old file, the verdict following.
 // Helpers are `pub` so that every test module of this one binary can use them.
@@ -37,6 +39,7 @@ mod dashboard;
 mod hostile_rules;
 mod lists_update;
 mod metrics;
+mod pace;
 mod proxies;
 mod replay;
 mod signed;
