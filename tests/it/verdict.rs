@@ -127,10 +127,15 @@ async fn asn_enrichment_traps_http_libraries_from_datacenters_only() {
     );
     let server = Server::start(&["--asn-db", db.to_str().unwrap()]);
     let script = vec![("user-agent", "python-requests/2.31.0"), ("accept", "*/*")];
-    let (status, headers) = verdict(&server, &join(caddy("203.0.113.5", "/"), script.clone())).await;
+    // A file that is not a page: from a datacenter only the library is reason enough.
+    let file = "/downloads/data.csv";
+    let (status, headers) = verdict(&server, &join(caddy("203.0.113.5", file), script.clone())).await;
     assert_eq!((status, header(&headers, "x-quagmire-rule")), (403, "http-library-from-datacenter"));
-    let (status, _) = verdict(&server, &join(caddy("192.0.2.5", "/"), script)).await;
+    let (status, _) = verdict(&server, &join(caddy("192.0.2.5", file), script.clone())).await;
     assert_eq!(status, 200);
+    // A page, from a home network too.
+    let (status, headers) = verdict(&server, &join(caddy("192.0.2.5", "/"), script)).await;
+    assert_eq!((status, header(&headers, "x-quagmire-rule")), (403, "http-library-page"));
 }
 
 #[tokio::test]
@@ -143,10 +148,12 @@ async fn forwarded_headers_from_untrusted_peers_are_ignored() {
     // X-Forwarded-For and X-Real-IP must not make it look like the datacenter address.
     let config = write_file(dir.path(), "untrusted.kdl", "verdict {\n  trusted-proxies \"10.9.9.9\"\n}\n");
     let untrusting = Server::start(&["--config", &config, "--asn-db", db.to_str().unwrap()]);
-    let (status, _) = verdict(&untrusting, &join(caddy("203.0.113.5", "/"), script.clone())).await;
+    // A file, not a page: only a datacenter address traps the library.
+    let file = "/downloads/data.csv";
+    let (status, _) = verdict(&untrusting, &join(caddy("203.0.113.5", file), script.clone())).await;
     assert_eq!(status, 200);
     let trusting = Server::start(&["--asn-db", db.to_str().unwrap()]);
-    let (status, _) = verdict(&trusting, &join(caddy("203.0.113.5", "/"), script.clone())).await;
+    let (status, _) = verdict(&trusting, &join(caddy("203.0.113.5", file), script.clone())).await;
     assert_eq!(status, 403);
     // Several addresses: the rightmost untrusted one counts (iocaine skips its IP checks then).
     let chain =
@@ -171,7 +178,9 @@ async fn issue_13_a_proxy_that_appends_its_own_forwarded_for_line_names_the_clie
     let forwarded = vec![("forwarded", "for=6.6.6.6"), ("forwarded", "for=\"203.0.113.9:4711\";proto=https")];
     let (status, headers) = verdict(&server, &join(forwarded, script.clone())).await;
     assert_eq!((status, header(&headers, "x-quagmire-rule")), (403, "http-library-from-datacenter"));
-    let (status, _) = verdict(&server, &join(vec![("forwarded", "for=6.6.6.6")], script)).await;
+    // The client it names is not in a datacenter, and asks for a file, not a page.
+    let file = vec![("forwarded", "for=6.6.6.6"), ("x-forwarded-uri", "/downloads/data.csv")];
+    let (status, _) = verdict(&server, &join(file, script)).await;
     assert_eq!(status, 200);
 }
 
