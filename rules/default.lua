@@ -13,6 +13,9 @@
 -- "ranges" (in the published ranges), "reverse-dns" (forward-confirmed reverse DNS), "failed"
 -- (neither), or "pending" (DNS has not answered yet: proves nothing); r.verified_crawler is the
 -- crawler's name when proven, else nil.
+-- r.robots is what the site's robots.txt (config: robots { }) says of this path for this user
+-- agent: "allowed", "disallowed", or "none" (no robots.txt for the host); r.robots_group is the
+-- group that applied (its product token as the file writes it, or "*"), or nil.
 -- r.signature_check is what checking a Web Bot Auth signature (RFC 9421, Signature-Agent) found:
 -- "unsigned", "pending" (the agent's key directory is not fetched yet: proves nothing),
 -- "invalid" or "verified"; r.signed_agent is the agent's host (such as "chatgpt.com") when
@@ -118,6 +121,45 @@ return {
       if r.trap_score >= TRAP_SCORE_LIMIT then
         return "trap", string.format("trap score %.1f", r.trap_score)
       end
+    end,
+  },
+  {
+    -- A crawler fetching a path the site's own robots.txt disallows for it ignores the site's
+    -- rules: the strongest evidence there is, from any network. A crawler is a user agent the
+    -- robots.txt names (r.robots_group), one on the AI-crawler list, or a claimed search engine
+    -- (verified ones were allowed above); a browser under the `*` group reading a disallowed page
+    -- is a person, not evidence. Without a robots.txt for the host, r.robots is "none".
+    name = "ignored-robots-txt",
+    check = function(r)
+      if r.robots ~= "disallowed" then
+        return
+      end
+      local group = r.robots_group
+      local crawler = (group ~= "*" and group) or lists.ai_crawlers:find(r.user_agent) or r.claimed_crawler
+      if crawler then
+        return "trap", "ignored robots.txt (" .. crawler .. ")"
+      end
+    end,
+  },
+  {
+    -- An AI crawler the site's robots.txt names and allows on this path is allowed: the site's
+    -- stated choice wins over the built-in list (a site that wants to appear in an AI search
+    -- product says so there). Only a group naming it counts, not `*`; without a robots.txt the
+    -- list decides. A claim to a crawler with published ranges from outside them is no claim.
+    name = "robots-txt-allows",
+    check = function(r)
+      local group = r.robots_group
+      if r.robots ~= "allowed" or group == nil or group == "*" then
+        return
+      end
+      if lists.ai_crawlers:find(r.user_agent) == nil then
+        return
+      end
+      local ranged = lists.ai_crawler_ranges:claimed(r.user_agent)
+      if ranged and lists.ai_crawler_ranges:find(r.ip) ~= ranged then
+        return
+      end
+      return "allow", "robots.txt allows " .. group
     end,
   },
   {

@@ -16,6 +16,7 @@ use crate::generator::markov::{Chain, ChainError};
 use crate::generator::template::{Template, TemplateError};
 use crate::geo::{Geo, GeoError};
 use crate::metrics::Metrics;
+use crate::robots::{Robots, RobotsError};
 use crate::rules::{Rules, RulesError};
 use crate::secret::Secret;
 use crate::signature::Signatures;
@@ -43,6 +44,8 @@ pub struct App {
     pub(crate) crawlers: Crawlers,
     /// Web Bot Auth signatures: key directories fetched and cached.
     pub(crate) signatures: Signatures,
+    /// The site's robots.txt, per host.
+    pub(crate) robots: Arc<Robots>,
     /// Which trap verdicts get a log line (one per rule and client a minute).
     pub(crate) trap_lines: crate::log_sink::TrapLines,
 }
@@ -65,6 +68,9 @@ pub enum BuildError {
     /// The trap template cannot be used.
     #[error(transparent)]
     Template(#[from] TemplateError),
+    /// A configured robots.txt cannot be read.
+    #[error(transparent)]
+    Robots(#[from] RobotsError),
 }
 
 impl App {
@@ -89,6 +95,11 @@ impl App {
             Some(store) => format!("shared through {}", store.config().describe()),
             None => "this process only (no store)".to_string(),
         }
+    }
+
+    /// What the site's robots.txt files say, and where they come from, for `check`.
+    pub fn describe_robots(&self) -> Vec<String> {
+        self.robots.describe()
     }
 
     /// Reads the corpus and trains the model: the slow part of startup.
@@ -140,6 +151,10 @@ impl App {
         }
         let crawlers = Crawlers::new(&config.dns, metrics.clone());
         let signatures = Signatures::new(&config.web_bot_auth, metrics.clone());
+        let robots = Arc::new(Robots::new(config.robots.clone(), metrics.clone())?);
+        for line in robots.describe() {
+            tracing::info!(robots = %line, "the site's robots.txt");
+        }
         Ok(App {
             config,
             generator,
@@ -151,6 +166,7 @@ impl App {
             metrics,
             crawlers,
             signatures,
+            robots,
             trap_lines: crate::log_sink::TrapLines::new(),
         })
     }

@@ -1,7 +1,8 @@
 //! What the verifiers found about a request, as facts for the rules: a claim to be a known
-//! crawler and how the address bore it out (`crawler` checks it), and a Web Bot Auth signature
-//! and how it checked (`signature` checks it). Defined below both the verifiers and `facts`, which
-//! carries them to the rules.
+//! crawler and how the address bore it out (`crawler` checks it), a Web Bot Auth signature and
+//! how it checked (`signature` checks it), and what the site's robots.txt says of the request
+//! (`robots` matches it). Defined below both the verifiers and `facts`, which carries them to the
+//! rules.
 
 use std::sync::Arc;
 
@@ -82,4 +83,39 @@ pub struct Signature {
     pub agent: String,
     /// What the check found, for people (`explain`, logs).
     pub detail: Arc<str>,
+}
+
+/// What the host's robots.txt says of a request's path for its user agent.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct RobotsAnswer {
+    /// Allowed, disallowed, or no robots.txt for the host.
+    pub check: RobotsCheck,
+    /// The group that applied: its product token as the file writes it, or `*`; `None` when no
+    /// group applies.
+    pub group: Option<Arc<str>>,
+    /// The line of the rule that decided (0: none did, so the path is allowed).
+    pub line: u32,
+}
+
+/// The robots.txt verdict on a request's path.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum RobotsCheck {
+    /// The host has no robots.txt (none configured, or the origin has none).
+    #[default]
+    None,
+    /// The path is allowed for the request's group.
+    Allowed,
+    /// The path is disallowed for the request's group.
+    Disallowed,
+}
+
+impl RobotsCheck {
+    /// The name rules see: `none`, `allowed` or `disallowed`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RobotsCheck::None => "none",
+            RobotsCheck::Allowed => "allowed",
+            RobotsCheck::Disallowed => "disallowed",
+        }
+    }
 }

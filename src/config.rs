@@ -54,10 +54,16 @@ pub struct Config {
     pub lists: ListsConfig,
     /// Web Bot Auth: verifying signed requests against their agents' key directories.
     pub web_bot_auth: WebBotAuthConfig,
+    /// The site's own robots.txt, per host.
+    pub robots: RobotsConfig,
+    /// The AI preferences `quagmire snippets` states in robots.txt lines.
+    pub preferences: Preferences,
 }
 
 pub(crate) use crate::crawler::DnsConfig;
+pub(crate) use crate::robots::RobotsConfig;
 pub(crate) use crate::signature::WebBotAuthConfig;
+pub(crate) use crate::snippets::Preferences;
 
 /// Where `/metrics` and `/api/trapped` are served, and who may read them.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -259,6 +265,8 @@ impl Config {
                 fetches_per_second: 0,
                 max_pending: 0,
             },
+            robots: RobotsConfig::default(),
+            preferences: Preferences::default(),
         }
     }
 }

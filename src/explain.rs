@@ -149,6 +149,30 @@ pub fn explain(app: &App, request: ForwardedRequest, trap_hits: u32) -> String {
             let _ = writeln!(out, "signature   unsigned");
         }
     }
+    let robots = &facts.robots;
+    match app.robots.for_host(&facts.host).filter(|_| robots.check != crate::claims::RobotsCheck::None) {
+        Some(file) => {
+            let group =
+                robots.group.as_deref().map_or("no group".to_string(), |group| format!("group {group}"));
+            let rule = file
+                .rule_at(robots.line)
+                .map_or("no rule matches".to_string(), |rule| format!("line {}: {rule}", robots.line));
+            let _ = writeln!(
+                out,
+                "robots.txt  {} for {}: {group}, {rule} ({})",
+                robots.check.as_str(),
+                facts.host,
+                file.source
+            );
+        }
+        None => {
+            let _ = writeln!(
+                out,
+                "robots.txt  none for {}",
+                if facts.host.is_empty() { "-" } else { &facts.host }
+            );
+        }
+    }
     let _ = writeln!(out, "rules");
     let width = trace.iter().map(|outcome| outcome.rule.len()).max().unwrap_or(0);
     for outcome in trace {

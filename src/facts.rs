@@ -4,7 +4,7 @@
 use std::net::IpAddr;
 use std::sync::Arc;
 
-use crate::claims::{Claim, Signature};
+use crate::claims::{Claim, RobotsAnswer, Signature};
 use crate::client::{ClientKey, HeaderLines};
 use crate::client_state::History;
 use crate::geo::GeoInfo;
@@ -36,6 +36,8 @@ pub struct Facts {
     pub crawler: Option<Claim>,
     /// The request's Web Bot Auth signature and what checking it found; `None` when unsigned.
     pub signature: Option<Signature>,
+    /// What the host's robots.txt says of this path for this user agent.
+    pub robots: RobotsAnswer,
     /// Which headers the request's source carried: all, live; some, for a replayed log line.
     pub coverage: Coverage,
 }

@@ -87,6 +87,10 @@ pub async fn serve(
             Some(crate::reload::refresh_lists(app.clone(), every, lists_written.clone()))
         })
     });
+    let robots = app.robots.refresh().map(|_| {
+        let robots = app.robots.clone();
+        supervise("robots.txt refresher", move || Some(crate::robots::refresh(robots.clone())))
+    });
     let admin = admin.map(|admin| {
         listener::serve("admin", admin, admin_router(app.clone()), admin_limits, stopped.clone())
     });
@@ -104,7 +108,7 @@ pub async fn serve(
         _ = &mut servers => return Ok(()),
         () = shutdown => {}
     }
-    drop((watcher, refresher));
+    drop((watcher, refresher, robots));
     let _ = stop.send(true);
     if tokio::time::timeout(SHUTDOWN_GRACE, servers).await.is_err() {
         tracing::warn!("connections still open after the shutdown grace period; closing them");

@@ -38,6 +38,7 @@ mod numbers;
 mod outbound;
 mod reload;
 mod replay;
+mod robots;
 mod rules;
 mod secret;
 mod signature;

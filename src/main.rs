@@ -221,6 +221,15 @@ fn main() -> ExitCode {
             for (file, origin, entries) in app.rules().current().list_origins() {
                 println!("  {file}: {entries} entries from {origin}");
             }
+            let robots = app.describe_robots();
+            if robots.is_empty() {
+                println!("robots.txt: none configured (robots {{ }}): r.robots is \"none\"");
+            } else {
+                println!("robots.txt:");
+                for line in robots {
+                    println!("  {line}");
+                }
+            }
             Ok(())
         }),
         Command::Explain { ip, uri, method, host, proto, headers, request, trap_hits, config, asn_db } => {
@@ -244,7 +253,7 @@ fn main() -> ExitCode {
             let secret = resolve_secret(&config);
             let urls = quagmire::TrapUrls::new(secret.as_bytes());
             let prefix = &config.verdict.redirect_prefix;
-            let snippets = quagmire::Snippets::new(secret.as_bytes(), &urls, prefix);
+            let snippets = quagmire::Snippets::new(secret.as_bytes(), &urls, prefix, &config.preferences);
             println!(
                 "<!-- Hidden links for your page template: hidden from people, screen readers and the keyboard, \
                  followed by crawlers that ignore robots.txt. Use one or all three (docs/trap.md, \"Hidden links\"). -->"

@@ -65,6 +65,15 @@ struct CrawlerLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct RobotsLabels {
+    crawler: String,
+}
+
+/// Crawler labels of the robots.txt counts, at most: past them, `other`. The names come from the
+/// site's robots.txt and the crawler lists, which may be long.
+pub(crate) const ROBOTS_LABELS: usize = 64;
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct NetworkLabels {
     network: &'static str,
 }
@@ -140,6 +149,12 @@ pub struct Metrics {
     rule_workers: Family<WorkerLabels, Gauge>,
     rule_jobs_queued: Gauge,
     log_lines_dropped: Counter,
+    robots_obeyed: Family<RobotsLabels, Counter>,
+    robots_ignored: Family<RobotsLabels, Counter>,
+    robots_fetch_failures: Counter,
+    /// The crawler labels the robots.txt counts use so far (read without a lock).
+    robots_labels: ArcSwap<std::collections::HashSet<String>>,
+    robots_labels_added: Mutex<()>,
     /// ASNs with a label of their own, read without a lock on every verdict.
     asn_labelled: ArcSwap<HashMap<u32, String>>,
     /// How often each candidate ASN was seen.
@@ -293,6 +308,27 @@ impl Metrics {
                 "Log lines dropped because the log sink could not keep up (the writer never blocks a verdict)",
                 Counter::default(),
             ),
+            robots_obeyed: register(
+                r,
+                "robots_obeyed",
+                "Requests of a crawler for a path the site's robots.txt allows it, by crawler (the robots.txt group, \
+                 else the crawler list's token)",
+                Family::default(),
+            ),
+            robots_ignored: register(
+                r,
+                "robots_ignored",
+                "Requests of a crawler for a path the site's robots.txt disallows it, by crawler",
+                Family::default(),
+            ),
+            robots_fetch_failures: register(
+                r,
+                "robots_fetch_failures",
+                "Fetches of a host's robots.txt from the origin that failed (the last copy stays in use)",
+                Counter::default(),
+            ),
+            robots_labels: ArcSwap::from_pointee(std::collections::HashSet::new()),
+            robots_labels_added: Mutex::new(()),
             asn_labelled: ArcSwap::from_pointee(HashMap::new()),
             asn_seen: Mutex::new(AsnCounts::default()),
             registry,
@@ -400,6 +436,30 @@ impl Metrics {
         self.rule_workers.get_or_create(&WorkerLabels { state: "active" }).set(gauge(active));
         self.rule_workers.get_or_create(&WorkerLabels { state: "abandoned" }).set(gauge(abandoned));
         self.rule_jobs_queued.set(gauge(queued));
+    }
+
+    /// A crawler's request for a path the site's robots.txt allows it (`ignored`: disallows).
+    pub fn robots(&self, crawler: &str, ignored: bool) {
+        let labels = self.robots_labels.load();
+        let crawler = if labels.contains(crawler) {
+            crawler
+        } else if labels.len() >= ROBOTS_LABELS {
+            "other"
+        } else {
+            drop(labels);
+            let _adding = self.robots_labels_added.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+            let mut labels = (**self.robots_labels.load()).clone();
+            labels.insert(crawler.to_string());
+            self.robots_labels.store(Arc::new(labels));
+            crawler
+        };
+        let family = if ignored { &self.robots_ignored } else { &self.robots_obeyed };
+        family.get_or_create(&RobotsLabels { crawler: crawler.to_string() }).inc();
+    }
+
+    /// A fetch of a robots.txt from the origin failed.
+    pub fn robots_fetch_failed(&self) {
+        self.robots_fetch_failures.inc();
     }
 
     /// The Prometheus text exposition (format 0.0.4), after setting the gauges computed at
@@ -634,6 +694,9 @@ mod tests {
         metrics.rate_limited(true);
         metrics.store_error("update");
         metrics.store_up(true);
+        metrics.robots("GPTBot", false);
+        metrics.robots("CCBot", true);
+        metrics.robots_fetch_failed();
         let text = metrics.render(12, 3, Scope::Replica);
         let expected = [
             "quagmire_crawler_checks_total{check=\"ranges\"} 1",
@@ -661,6 +724,9 @@ mod tests {
             "quagmire_rule_workers{state=\"abandoned\"} 1",
             "quagmire_rule_jobs_queued 7",
             "quagmire_log_lines_dropped_total 0",
+            "quagmire_robots_obeyed_total{crawler=\"GPTBot\"} 1",
+            "quagmire_robots_ignored_total{crawler=\"CCBot\"} 1",
+            "quagmire_robots_fetch_failures_total 1",
             "quagmire_build_info{version=",
         ];
         for expected in expected {
@@ -675,6 +741,6 @@ mod tests {
                 "no sample of {family} is checked"
             );
         }
-        assert_eq!(families.len(), 25, "{families:?}");
+        assert_eq!(families.len(), 28, "{families:?}");
     }
 }

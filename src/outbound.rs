@@ -102,6 +102,40 @@ impl Fetcher {
         }
     }
 
+    /// The body at `url` asked for with `host` as its `Host` header (a site's origin serving
+    /// several hosts), without redirects: `Ok(None)` on a 4xx (nothing there for that host).
+    pub(crate) async fn fetch_for_host(&self, url: &str, host: &str) -> Result<Option<Bytes>, String> {
+        let timeout = self.options.timeout;
+        let fetch = async {
+            let uri: Uri = url.parse().map_err(|error| format!("not a URL ({error})"))?;
+            let request = Request::get(uri)
+                .header(header::USER_AGENT, self.options.user_agent)
+                .header(header::HOST, host)
+                .body(Empty::new())
+                .map_err(|error| format!("cannot make the request ({error})"))?;
+            let response = self.client.request(request).await.map_err(|error| error.to_string())?;
+            let status = response.status();
+            if status.is_client_error() {
+                return Ok(None);
+            }
+            if !status.is_success() {
+                return Err(format!("HTTP {status}"));
+            }
+            let max_bytes = self.options.max_bytes;
+            let body = Limited::new(response.into_body(), max_bytes).collect().await.map_err(|error| {
+                if error.is::<http_body_util::LengthLimitError>() {
+                    format!("the body is larger than {max_bytes} bytes")
+                } else {
+                    format!("the body broke off ({error})")
+                }
+            })?;
+            Ok(Some(body.to_bytes()))
+        };
+        tokio::time::timeout(timeout, fetch)
+            .await
+            .unwrap_or_else(|_| Err(format!("no complete answer within {} ms", timeout.as_millis())))
+    }
+
     async fn get_following(&self, url: &str, accept: Option<&str>) -> Result<Fetched, String> {
         let max_bytes = self.options.max_bytes;
         let mut uri: Uri = url.parse().map_err(|error| format!("not a URL ({error})"))?;

@@ -33,6 +33,30 @@ pub(crate) fn reload_rules(app: &App, why: &str) -> bool {
     }
 }
 
+/// Reads the site's robots.txt files again; logs the outcome. On an error the old copies stay.
+pub(crate) fn reload_robots(app: &App, why: &str) {
+    if app.config.robots.files.is_empty() {
+        return;
+    }
+    match app.robots.reload_files() {
+        Ok(()) => {
+            tracing::info!(why, "reloaded the site's robots.txt files");
+            app.metrics.reload("robots", true);
+        }
+        Err(error) => {
+            tracing::error!(why, %error, "a robots.txt file does not read; the previous copies stay in use");
+            app.metrics.reload("robots", false);
+        }
+    }
+}
+
+/// The files whose change reloads something: the rules' and the robots.txt files.
+fn watched_files(app: &App) -> Vec<PathBuf> {
+    let mut files = app.rules.watched_files();
+    files.extend(app.config.robots.files.iter().map(|(_, path)| path.clone()));
+    files
+}
+
 /// Reloads changed databases; logs each.
 pub(crate) fn reload_geo(app: &App) {
     match app.geo.reload_if_changed() {
@@ -50,7 +74,7 @@ pub(crate) fn reload_geo(app: &App) {
 /// Watches for SIGHUP, file changes and `lists_written` (the scheduled refresh wrote lists) until
 /// the task is dropped.
 pub(crate) async fn watch(app: Arc<App>, lists_written: Arc<Notify>) {
-    let mut known = modification_times(&app.rules.watched_files());
+    let mut known = modification_times(&watched_files(&app));
     let mut ticks = tokio::time::interval(POLL_INTERVAL);
     ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     #[cfg(unix)]
@@ -74,14 +98,16 @@ pub(crate) async fn watch(app: Arc<App>, lists_written: Arc<Notify>) {
         };
         let known_before = known.clone();
         let checked = off_workers(&app, move |app| {
-            let now = modification_times(&app.rules.watched_files());
+            let now = modification_times(&watched_files(app));
             if let Some(why) = asked {
                 reload_rules(app, why);
+                reload_robots(app, why);
             } else if now != known_before {
-                reload_rules(app, "a rules file changed");
+                reload_rules(app, "a watched file changed");
+                reload_robots(app, "a watched file changed");
             }
             reload_geo(app);
-            if asked.is_some() { modification_times(&app.rules.watched_files()) } else { now }
+            if asked.is_some() { modification_times(&watched_files(app)) } else { now }
         })
         .await;
         if let Some(now) = checked {

@@ -29,10 +29,11 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use crate::app::App;
+use crate::claims::RobotsCheck;
 use crate::config::{Answer, Mode};
 use crate::facts::{Coverage, Headers};
 use crate::rules::{RuleFailure, Rules, Verdict};
-use crate::verdict::{ForwardedRequest, How, decide_blocking};
+use crate::verdict::{ForwardedRequest, How, decide_blocking, robots_crawler};
 use dns::ReplayDns;
 use formats::{Defaults, Format, LogRequest};
 use input::{InputError, Line, Lines, Source};
@@ -292,6 +293,9 @@ fn record(
             .map_err(|error| ReplayError::Verdicts(error.into()))?;
         out.write_all(b"\n").map_err(ReplayError::Verdicts)?;
     }
+    if let Some((crawler, ignored)) = &outcome.robots {
+        report.robots_request(crawler, *ignored);
+    }
     report.add(Outcome {
         place: &|| format!("{}:{}", run.name, read.number),
         summary: &summary,
@@ -338,6 +342,8 @@ struct Judged {
     asn: Option<u32>,
     asn_org: Option<String>,
     request_rate: f64,
+    /// A crawler's request under a robots.txt: which crawler, and whether it ignored the file.
+    robots: Option<(String, bool)>,
 }
 
 fn judge(
@@ -369,6 +375,7 @@ fn judge(
             asn: None,
             asn_org: None,
             request_rate: history.request_rate,
+            robots: None,
         };
     }
     let forwarded = ForwardedRequest {
@@ -389,6 +396,14 @@ fn judge(
     if judgement.decision.verdict == Verdict::Trap && trap.served_in_place {
         app.clients.record_trap_hit_at(judgement.facts.key, at);
     }
+    let robots = (judgement.facts.robots.check != RobotsCheck::None)
+        .then(|| {
+            let facts = &judgement.facts;
+            let compiled = app.rules.current();
+            robots_crawler(&compiled, &facts.robots, facts.user_agent(), facts.crawler.as_ref())
+                .map(|crawler| (crawler.to_string(), facts.robots.check == RobotsCheck::Disallowed))
+        })
+        .flatten();
     // Nothing else holds the facts now: their fields move into the outcome uncopied.
     let facts = Arc::try_unwrap(judgement.facts).unwrap_or_else(|shared| (*shared).clone());
     Judged {
@@ -405,6 +420,7 @@ fn judge(
         asn: facts.geo.asn,
         asn_org: facts.geo.asn_org,
         request_rate: facts.history.request_rate,
+        robots,
     }
 }
 

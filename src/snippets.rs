@@ -20,6 +20,53 @@ pub struct Snippets {
     pub robots: String,
 }
 
+/// What the site allows AI systems to do with its content (`preferences { }`); `None` is not
+/// stated.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Preferences {
+    /// Search indexes: links and short excerpts.
+    pub search: Option<bool>,
+    /// Content fed to an AI model as it answers (retrieval, grounding).
+    pub ai_input: Option<bool>,
+    /// Training or fine-tuning AI models.
+    pub ai_train: Option<bool>,
+}
+
+impl Preferences {
+    /// The robots.txt lines that state them in both current vocabularies, for a `User-agent: *`
+    /// group; empty when none is set.
+    fn robots_lines(&self) -> String {
+        let signals: Vec<String> =
+            [("search", self.search), ("ai-input", self.ai_input), ("ai-train", self.ai_train)]
+                .into_iter()
+                .filter_map(|(name, value)| {
+                    value.map(|value| format!("{name}={}", if value { "yes" } else { "no" }))
+                })
+                .collect();
+        if signals.is_empty() {
+            return String::new();
+        }
+        let mut lines = String::from(
+            "# Content Signals (Cloudflare's Content Signals Policy, 2025-09-24): search, ai-input, ai-train.\n",
+        );
+        lines.push_str(&format!("Content-Signal: {}\n", signals.join(", ")));
+        // aipref has no category for AI input; its values are y and n.
+        let usage: Vec<String> = [("train-ai", self.ai_train), ("search", self.search)]
+            .into_iter()
+            .filter_map(|(name, value)| {
+                value.map(|value| format!("{name}={}", if value { "y" } else { "n" }))
+            })
+            .collect();
+        if !usage.is_empty() {
+            lines.push_str(
+                "# IETF AI Preferences (drafts aipref-attach-05, aipref-vocab-07; no category for AI input).\n",
+            );
+            lines.push_str(&format!("Content-Usage: {}\n", usage.join(", ")));
+        }
+        lines
+    }
+}
+
 /// A hidden link and where in a page it goes.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Placement {
@@ -61,7 +108,7 @@ impl Snippets {
     /// This deployment's snippets: `urls` gives its sections, `secret` the variants, `prefix`
     /// the path the proxy sends to the trap. The links differ from each other in target, markup
     /// and hiding, so one pattern cannot skip them all.
-    pub fn new(secret: &[u8], urls: &TrapUrls, prefix: &str) -> Snippets {
+    pub fn new(secret: &[u8], urls: &TrapUrls, prefix: &str, preferences: &Preferences) -> Snippets {
         let seed = blake3::derive_key("quagmire 2026-12 snippets", secret);
         let mut rng = Pcg64Mcg::from_seed(seed[..16].try_into().expect("16 bytes"));
         let prefix = prefix.trim_end_matches('/');
@@ -75,11 +122,8 @@ impl Snippets {
                 Placement { place, why, html: hidden_link(&mut rng, urls, prefix, hiding, markup) }
             })
             .collect();
-        let robots = if below(&mut rng, 2) == 0 {
-            format!("User-agent: *\nDisallow: {prefix}/\n")
-        } else {
-            format!("User-agent: *\nDisallow: {prefix}\n")
-        };
+        let disallow = if below(&mut rng, 2) == 0 { format!("{prefix}/") } else { prefix.to_string() };
+        let robots = format!("User-agent: *\n{}Disallow: {disallow}\n", preferences.robots_lines());
         Snippets { links, robots }
     }
 }
@@ -119,7 +163,7 @@ mod tests {
     use super::*;
 
     fn snippets(secret: &str) -> Snippets {
-        Snippets::new(secret.as_bytes(), &TrapUrls::new(secret.as_bytes()), "/trap")
+        Snippets::new(secret.as_bytes(), &TrapUrls::new(secret.as_bytes()), "/trap", &Preferences::default())
     }
 
     fn href(link: &Placement) -> &str {
@@ -137,7 +181,12 @@ mod tests {
     #[test]
     fn every_link_leads_under_the_prefix_that_robots_txt_disallows() {
         for i in 0..50 {
-            let snippets = Snippets::new(b"x", &TrapUrls::new(format!("s{i}").as_bytes()), "/woods/");
+            let snippets = Snippets::new(
+                b"x",
+                &TrapUrls::new(format!("s{i}").as_bytes()),
+                "/woods/",
+                &Preferences::default(),
+            );
             assert!(snippets.robots.starts_with("User-agent: *\nDisallow: /woods"), "{}", snippets.robots);
             for link in &snippets.links {
                 assert!(href(link).starts_with("/woods/") && href(link).ends_with('/'), "{}", link.html);
@@ -165,5 +214,36 @@ mod tests {
                 snippets.links.iter().map(|link| &link.html[..link.html.find(' ').unwrap()]).collect();
             assert_eq!(markups.len(), 3, "three kinds of markup: {:?}", snippets.links);
         }
+    }
+
+    #[test]
+    fn the_sites_preferences_are_stated_in_both_vocabularies_inside_the_star_group() {
+        let preferences = Preferences { search: Some(true), ai_input: Some(false), ai_train: Some(false) };
+        let robots = Snippets::new(b"x", &TrapUrls::new(b"x"), "/trap", &preferences).robots;
+        let lines: Vec<&str> = robots.lines().filter(|line| !line.starts_with('#')).collect();
+        assert_eq!(
+            lines[..3],
+            [
+                "User-agent: *",
+                "Content-Signal: search=yes, ai-input=no, ai-train=no",
+                "Content-Usage: train-ai=n, search=y"
+            ]
+        );
+        assert!(lines[3].starts_with("Disallow: /trap"), "{robots}");
+        // What is not set is not stated; without any, no preference lines at all.
+        let only_training = Preferences { ai_train: Some(true), ..Preferences::default() };
+        let robots = Snippets::new(b"x", &TrapUrls::new(b"x"), "/trap", &only_training).robots;
+        assert!(
+            robots.contains("Content-Signal: ai-train=yes\n")
+                && robots.contains("Content-Usage: train-ai=y\n")
+        );
+        let none = Snippets::new(b"x", &TrapUrls::new(b"x"), "/trap", &Preferences::default()).robots;
+        assert!(!none.contains("Content-"), "{none}");
+        // The lines are robots.txt a crawler reads: the trap stays disallowed for everyone.
+        let robots = crate::robots::RobotsTxt::parse(
+            "snippet",
+            &Snippets::new(b"x", &TrapUrls::new(b"x"), "/trap", &preferences).robots,
+        );
+        assert_eq!(robots.answer("GPTBot/1.0", "/trap/x/").check, crate::robots::RobotsCheck::Disallowed);
     }
 }

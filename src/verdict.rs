@@ -9,17 +9,19 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::app::App;
-use crate::claims::{Claim, Signature};
+use crate::claims::{Claim, RobotsAnswer, RobotsCheck, Signature};
 use crate::client_state::History;
 use crate::facts::{Coverage, Facts, Headers};
 use crate::lists::List;
 use crate::metrics::HitSource;
-use crate::rules::{Decision, RuleOutcome};
+use crate::rules::{Compiled, Decision, RuleOutcome};
 
 /// The lists crawler claims are checked against: published ranges (`search-engines.txt`) and
 /// the domains of forward-confirmed reverse DNS (`crawler-domains.txt`).
 pub(crate) const CRAWLER_RANGES: &str = "search_engines";
 pub(crate) const CRAWLER_DOMAINS: &str = "crawler_domains";
+/// The AI crawlers' user-agent tokens, for the robots.txt counts.
+const AI_CRAWLERS: &str = "ai_crawlers";
 /// Datacenter and cloud networks, for the rate-limited requests metric.
 const DATACENTER_ASNS: &str = "datacenter_asns";
 
@@ -216,6 +218,12 @@ fn facts(app: &App, request: ForwardedRequest) -> Facts {
         user_agent,
         address,
     );
+    let robots = app.robots.answer(&request.host, user_agent, &request.uri);
+    if robots.check != RobotsCheck::None
+        && let Some(crawler) = robots_crawler(&compiled, &robots, user_agent, crawler.as_ref())
+    {
+        app.metrics.robots(crawler, robots.check == RobotsCheck::Disallowed);
+    }
     let unsigned = Facts {
         method: request.method,
         proto: request.proto,
@@ -229,9 +237,29 @@ fn facts(app: &App, request: ForwardedRequest) -> Facts {
         is_trap_url,
         crawler,
         signature: None,
+        robots,
         coverage: request.coverage,
     };
     // A signature covers the request as built: checked on it, then part of the facts.
     let signature = app.signatures.check_now(&unsigned);
     Facts { signature, ..unsigned }
+}
+
+/// The crawler a robots.txt answer is about, for the obeyed and ignored counts (metrics and
+/// `replay`): the group the file names it by, else the AI-crawler token its User-Agent names,
+/// else the search engine it claims to be; `None` for anyone else (a browser under `*`).
+pub(crate) fn robots_crawler<'a>(
+    compiled: &'a Compiled,
+    answer: &'a RobotsAnswer,
+    user_agent: &str,
+    claim: Option<&'a Claim>,
+) -> Option<&'a str> {
+    if let Some(group) = answer.group.as_deref().filter(|group| *group != "*") {
+        return Some(group);
+    }
+    let listed = match compiled.list(AI_CRAWLERS) {
+        Some(List::Tokens(tokens)) => tokens.find(user_agent),
+        _ => None,
+    };
+    listed.or_else(|| claim.map(|claim| claim.crawler.as_str()))
 }

@@ -51,6 +51,7 @@ const LAYERS: &[(&str, &[&str])] = &[
             "facts",
             "crawler",
             "signature",
+            "robots",
             "rules",
             "generator",
             "snippets",

@@ -178,6 +178,8 @@ const TOP_KEYS: &[&str] = &[
     "dns",
     "lists",
     "web-bot-auth",
+    "robots",
+    "preferences",
 ];
 const VERDICT_KEYS: &[&str] =
     &["mode", "answer", "trap-status", "redirect-prefix", "trusted-proxies", "ipv4-prefix", "ipv6-prefix"];
@@ -202,6 +204,8 @@ const CORPUS_KEYS: &[&str] = &["order", "embedded", "path"];
 const ADMIN_KEYS: &[&str] = &["listen", "token"];
 const DNS_KEYS: &[&str] = &["servers", "timeout-ms", "verdict-wait-ms", "lookups-per-second", "max-pending"];
 const LISTS_KEYS: &[&str] = &["refresh-hours", "timeout-seconds", "source"];
+const ROBOTS_KEYS: &[&str] = &["file", "origin", "refresh-minutes", "timeout-seconds"];
+const PREFERENCES_KEYS: &[&str] = &["search", "ai-input", "ai-train"];
 const SOURCE_PROPERTIES: &[&str] = &["label", "format", "url"];
 const WEB_BOT_AUTH_KEYS: &[&str] = &[
     "enabled",
@@ -305,6 +309,16 @@ impl Reader<'_> {
                 "web-bot-auth" => {
                     for child in self.children(node)? {
                         self.web_bot_auth(child)?;
+                    }
+                }
+                "robots" => {
+                    for child in self.children(node)? {
+                        self.robots(child)?;
+                    }
+                }
+                "preferences" => {
+                    for child in self.children(node)? {
+                        self.preferences(child)?;
                     }
                 }
                 _ => return Err(self.unknown(node, "", TOP_KEYS)),
@@ -648,6 +662,90 @@ impl Reader<'_> {
             }
             "max-pending" => self.config.web_bot_auth.max_pending = self.integer(node, 1, 10_000)?,
             _ => return Err(self.unknown(node, "web-bot-auth", WEB_BOT_AUTH_KEYS)),
+        }
+        Ok(())
+    }
+
+    fn robots(&mut self, node: &KdlNode) -> Checked<()> {
+        match node.name().value() {
+            "file" => {
+                let example = "for example `file \"example.org\" \"/srv/example.org/robots.txt\"`, or `file \"*\" ...` \
+                               for every host without its own";
+                let values: Vec<(&String, &KdlEntry)> = node
+                    .entries()
+                    .iter()
+                    .map(|entry| match (entry.name(), entry.value()) {
+                        (None, KdlValue::String(text)) => Ok((text, entry)),
+                        (None, other) => Err(self.wrong_type(entry, "a string in quotes", other)),
+                        (Some(_), _) => Err(self.problem(
+                            entry.span(),
+                            "`file` takes a host and a path, not properties",
+                            "unexpected property",
+                            Some(example.into()),
+                        )),
+                    })
+                    .collect::<Checked<_>>()?;
+                let [(host, host_entry), (path, _)] = values.as_slice() else {
+                    return Err(self.problem(
+                        node.span(),
+                        "`file` needs a host and a path",
+                        format!("{} values", values.len()),
+                        Some(example.into()),
+                    ));
+                };
+                let host = host.trim().to_ascii_lowercase();
+                if host.is_empty() || host.contains(['/', ' ']) {
+                    return Err(self.problem(
+                        host_entry.span(),
+                        "not a host name",
+                        "here",
+                        Some(example.into()),
+                    ));
+                }
+                if self.config.robots.files.iter().any(|(known, _)| *known == host) {
+                    return Err(self.problem(
+                        host_entry.span(),
+                        format!("`{host}` has a file already"),
+                        "again",
+                        None,
+                    ));
+                }
+                self.config.robots.files.push((host, self.base.join(path)));
+            }
+            "origin" => {
+                let url = self.string(node)?;
+                if let Err(message) = crate::outbound::check_url(&url) {
+                    let entry = self.argument(node)?;
+                    return Err(self.problem(
+                        entry.span(),
+                        format!("`{url}` cannot be the origin: {message}"),
+                        "here",
+                        Some("the site's own server, such as `origin \"http://127.0.0.1:8080\"`".into()),
+                    ));
+                }
+                self.config.robots.origin = Some(url.trim_end_matches('/').to_string());
+            }
+            "refresh-minutes" => {
+                self.config.robots.refresh = Duration::from_secs(self.integer(node, 1, 10_080)? as u64 * 60)
+            }
+            "timeout-seconds" => {
+                self.config.robots.timeout = Duration::from_secs(self.integer(node, 1, 300)? as u64)
+            }
+            _ => return Err(self.unknown(node, "robots", ROBOTS_KEYS)),
+        }
+        Ok(())
+    }
+
+    fn preferences(&mut self, node: &KdlNode) -> Checked<()> {
+        let value = match node.name().value() {
+            "search" | "ai-input" | "ai-train" => self.boolean(node)?,
+            _ => return Err(self.unknown(node, "preferences", PREFERENCES_KEYS)),
+        };
+        let preferences = &mut self.config.preferences;
+        match node.name().value() {
+            "search" => preferences.search = Some(value),
+            "ai-input" => preferences.ai_input = Some(value),
+            _ => preferences.ai_train = Some(value),
         }
         Ok(())
     }

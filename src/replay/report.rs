@@ -129,6 +129,9 @@ pub struct Outcome<'a> {
     pub request_rate: f64,
 }
 
+/// Crawlers named in the robots.txt tally, at most.
+const ROBOTS_CRAWLERS: usize = 1000;
+
 /// What a replay found.
 pub struct Report {
     /// Inputs and the format each was read as.
@@ -164,6 +167,8 @@ pub struct Report {
     pub comparison: Option<Comparison>,
     /// How long the replay took.
     pub elapsed: Duration,
+    /// Crawlers' requests under the site's robots.txt: per crawler, (obeyed, ignored).
+    pub robots: HashMap<String, (u64, u64)>,
     /// What was asked of DNS; `None` with `--no-dns`.
     pub dns: Option<super::dns::DnsCounts>,
 }
@@ -217,6 +222,23 @@ impl Report {
             }),
             elapsed: Duration::ZERO,
             dns: None,
+            robots: HashMap::default(),
+        }
+    }
+
+    /// A crawler's request for a path the site's robots.txt allows it (`ignored`: disallows).
+    /// At most [`ROBOTS_CRAWLERS`] crawlers are named; the rest count as `other`.
+    pub(crate) fn robots_request(&mut self, crawler: &str, ignored: bool) {
+        let crawler = if self.robots.contains_key(crawler) || self.robots.len() < ROBOTS_CRAWLERS {
+            crawler
+        } else {
+            "other"
+        };
+        let counts = self.robots.entry(crawler.to_string()).or_default();
+        if ignored {
+            counts.1 += 1;
+        } else {
+            counts.0 += 1;
         }
     }
 

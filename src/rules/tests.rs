@@ -45,6 +45,7 @@ struct Request {
     is_trap_url: bool,
     crawler: Option<Claim>,
     signature: Option<Signature>,
+    robots: crate::claims::RobotsAnswer,
     rate_limited: bool,
     coverage: crate::facts::Coverage,
 }
@@ -67,6 +68,7 @@ impl Request {
             is_trap_url: false,
             crawler: None,
             signature: None,
+            robots: crate::claims::RobotsAnswer::default(),
             rate_limited: false,
             coverage: crate::facts::Coverage::All,
         }
@@ -96,6 +98,7 @@ impl Request {
             is_trap_url: self.is_trap_url,
             crawler: self.crawler.clone(),
             signature: self.signature.clone(),
+            robots: self.robots.clone(),
             coverage: self.coverage.clone(),
         }
     }
@@ -850,3 +853,92 @@ fn broken_lists_are_load_errors_naming_file_and_line() {
 }
 
 mod hostile;
+
+fn robots(check: crate::claims::RobotsCheck, group: Option<&str>) -> crate::claims::RobotsAnswer {
+    crate::claims::RobotsAnswer { check, group: group.map(Arc::from), line: 3 }
+}
+
+#[test]
+fn a_crawler_that_ignores_the_sites_robots_txt_is_trapped_and_a_person_is_not() {
+    use crate::claims::RobotsCheck::Disallowed;
+    let rules = default_rules();
+    let gptbot = "Mozilla/5.0 (compatible; GPTBot/1.2; +https://openai.com/gptbot)";
+    // Named by its own group.
+    let named = Request { robots: robots(Disallowed, Some("GPTBot")), ..Request::agent(gptbot) };
+    check(&rules, named, Verdict::Trap, "ignored-robots-txt");
+    // Under `*`, a crawler the AI list or the search-engine list names.
+    let listed = Request { robots: robots(Disallowed, Some("*")), ..Request::agent("CCBot/2.0") };
+    check(&rules, listed, Verdict::Trap, "ignored-robots-txt");
+    let claimed = Request {
+        robots: robots(Disallowed, Some("*")),
+        crawler: claim("Googlebot", Check::Pending),
+        ..Request::agent(GOOGLEBOT)
+    };
+    check(&rules, claimed, Verdict::Trap, "ignored-robots-txt");
+    // Any crawler the file names, from a home network too (3320).
+    let unknown = Request {
+        robots: robots(Disallowed, Some("SomeNewBot")),
+        asn: Some(3320),
+        ..Request::agent("SomeNewBot/0.1")
+    };
+    check(&rules, unknown, Verdict::Trap, "ignored-robots-txt");
+    // A person's browser on a page `*` disallows is a person.
+    check(
+        &rules,
+        Request { robots: robots(Disallowed, Some("*")), ..Request::browser(CHROME) },
+        Verdict::Allow,
+        "",
+    );
+}
+
+#[test]
+fn an_ai_crawler_the_sites_robots_txt_allows_is_allowed_unless_it_only_claims_the_name() {
+    use crate::claims::RobotsCheck::{Allowed, None as NoRobots};
+    let rules = default_rules();
+    let gptbot = "Mozilla/5.0 (compatible; GPTBot/1.2; +https://openai.com/gptbot)";
+    // From GPTBot's published ranges, named and allowed by the file: the site's choice.
+    let real =
+        Request { ip: "132.196.86.10", robots: robots(Allowed, Some("GPTBot")), ..Request::agent(gptbot) };
+    check(&rules, real, Verdict::Allow, "robots-txt-allows");
+    // The name from elsewhere: the list decides.
+    let impostor = Request { robots: robots(Allowed, Some("GPTBot")), ..Request::agent(gptbot) };
+    check(&rules, impostor, Verdict::Trap, "ai-crawlers");
+    // A crawler without published ranges, named and allowed.
+    let claude = Request { robots: robots(Allowed, Some("ClaudeBot")), ..Request::agent("ClaudeBot/1.0") };
+    check(&rules, claude, Verdict::Allow, "robots-txt-allows");
+    // `*` allowing everyone is no choice about AI crawlers; no robots.txt leaves the list to decide.
+    check(
+        &rules,
+        Request { robots: robots(Allowed, Some("*")), ..Request::agent("ClaudeBot/1.0") },
+        Verdict::Trap,
+        "ai-crawlers",
+    );
+    check(
+        &rules,
+        Request { robots: robots(NoRobots, None), ..Request::agent("ClaudeBot/1.0") },
+        Verdict::Trap,
+        "ai-crawlers",
+    );
+    // Walking the trap stays trap evidence whatever robots.txt allows.
+    let walker = Request {
+        trap_score: 9.0,
+        robots: robots(Allowed, Some("ClaudeBot")),
+        ..Request::agent("ClaudeBot/1.0")
+    };
+    check(&rules, walker, Verdict::Trap, "trap-score");
+}
+
+#[test]
+fn rules_see_what_the_sites_robots_txt_says_and_the_fields_after_it_still_read_right() {
+    let script = r#"return { { name = "show", check = function(r)
+        return "allow", string.format("%s %s %s %s", r.robots, tostring(r.robots_group), r.signature_check,
+            tostring(r:header("accept")))
+    end } }"#;
+    let rules = script_rules(script, FailMode::Closed).unwrap();
+    let request = Request {
+        robots: robots(crate::claims::RobotsCheck::Disallowed, Some("GPTBot")),
+        ..Request::browser(CHROME)
+    };
+    assert_eq!(rules.evaluate(&request.facts()).reason, "disallowed GPTBot unsigned text/html");
+    assert_eq!(rules.evaluate(&Request::browser(CHROME).facts()).reason, "none nil unsigned text/html");
+}

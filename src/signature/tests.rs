@@ -83,6 +83,7 @@ fn facts(method: &str, host: &str, uri: &str, headers: &[(&str, &str)]) -> Facts
         is_trap_url: false,
         crawler: None,
         signature: None,
+        robots: Default::default(),
         coverage: Default::default(),
     }
 }

@@ -274,6 +274,8 @@ fn dashboard_and_alerts_use_only_metrics_quagmire_exports() {
     metrics.trap_hit(HitSource::TrapUrl);
     metrics.rule_error("r", quagmire::FailureKind::Error);
     metrics.reload("rules", true);
+    metrics.robots("GPTBot", false);
+    metrics.robots("GPTBot", true);
     let exported: Vec<String> = metrics
         .render(0, 0, quagmire::MetricsScope::Replica)
         .lines()

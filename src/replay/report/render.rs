@@ -55,6 +55,9 @@ impl Report {
             "blank_lines": self.blank_lines,
             "bad_lines": self.bad_lines,
             "out_of_order_lines": self.out_of_order,
+            "robots_txt": self.robots_rows().into_iter().map(|(crawler, (obeyed, ignored))| {
+                (crawler.to_string(), json!({ "obeyed": obeyed, "ignored": ignored }))
+            }).collect::<serde_json::Map<_, _>>(),
             "dns": match self.dns {
                 Some(dns) => json!({
                     "lines": dns.lines,
@@ -132,6 +135,24 @@ impl Report {
                  (access.log.2 access.log.1 access.log), or their verdicts are not the ones they had.",
                 thousands(self.out_of_order)
             );
+        }
+        let robots = self.robots_rows();
+        if !robots.is_empty() {
+            let _ = writeln!(out, "\nCrawlers and the site's robots.txt (requests):");
+            let width = robots.iter().map(|(crawler, _)| crawler.len()).max().unwrap_or(0).max(7);
+            let _ = writeln!(out, "  {:width$}  {:>10}  {:>10}", "crawler", "obeyed", "ignored");
+            for (crawler, (obeyed, ignored)) in robots.iter().take(TOP_SHOWN) {
+                let _ = writeln!(
+                    out,
+                    "  {:width$}  {:>10}  {:>10}",
+                    printable(crawler),
+                    thousands(*obeyed),
+                    thousands(*ignored)
+                );
+            }
+            if robots.len() > TOP_SHOWN {
+                let _ = writeln!(out, "  … and {} more (all in --json)", robots.len() - TOP_SHOWN);
+            }
         }
         match self.dns {
             Some(dns) if dns.lines > 0 => {
@@ -333,4 +354,14 @@ pub(crate) fn thousands(n: u64) -> String {
         out.push(digit);
     }
     out
+}
+
+impl Report {
+    /// The robots.txt tally, the crawlers that ignored it most first, then by name.
+    fn robots_rows(&self) -> Vec<(&str, (u64, u64))> {
+        let mut rows: Vec<(&str, (u64, u64))> =
+            self.robots.iter().map(|(crawler, counts)| (crawler.as_str(), *counts)).collect();
+        rows.sort_by(|a, b| b.1.1.cmp(&a.1.1).then(b.1.0.cmp(&a.1.0)).then(a.0.cmp(b.0)));
+        rows
+    }
 }
