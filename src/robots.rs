@@ -366,8 +366,8 @@ impl Robots {
         }
         if let Some(origin) = &self.config.origin {
             lines.push(format!(
-                "fetched from {origin}/robots.txt for each host requests name (at most {MAX_HOSTS}), every {} min",
-                self.config.refresh.as_secs() / 60
+                "fetched from {origin}/robots.txt for each host requests name (at most {MAX_HOSTS}), every {} s",
+                self.config.refresh.as_secs()
             ));
         }
         lines

@@ -726,7 +726,21 @@ impl Reader<'_> {
                 self.config.robots.origin = Some(url.trim_end_matches('/').to_string());
             }
             "refresh-minutes" => {
-                self.config.robots.refresh = Duration::from_secs(self.integer(node, 1, 10_080)? as u64 * 60)
+                let entry = self.argument(node)?;
+                let minutes = match entry.value() {
+                    KdlValue::Integer(minutes) => *minutes as f64,
+                    KdlValue::Float(minutes) => *minutes,
+                    other => return Err(self.wrong_type(entry, "a number of minutes", other)),
+                };
+                if !(0.05..=10_080.0).contains(&minutes) {
+                    return Err(self.problem(
+                        entry.span(),
+                        format!("{minutes} minutes is out of range"),
+                        "expected 0.05 (3 s) to 10080 (a week)",
+                        None,
+                    ));
+                }
+                self.config.robots.refresh = Duration::from_secs_f64(minutes * 60.0);
             }
             "timeout-seconds" => {
                 self.config.robots.timeout = Duration::from_secs(self.integer(node, 1, 300)? as u64)

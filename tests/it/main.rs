@@ -26,6 +26,9 @@
 //!   store stopped, hung and restarted under traffic; concurrent trap hits adding up;
 //! - `pace`: a person's reading pace and a crawler's, from a datacenter address, replayed through
 //!   the default rules: the crawler over the request quota within 240 requests, the person never;
+//! - `robots`: the site's robots.txt from a real origin through the real Caddy: crawlers that obey
+//!   it reach the site, one that ignores it is trapped, a refresh and an origin down; `replay`'s
+//!   counts per crawler;
 //! - `lists_update`: `lists update` and `serve`'s list refresh against a local server of fixture
 //!   list sources: lists written, broken sources keeping the old file, the verdict following.
 // Helpers are `pub` so that every test module of this one binary can use them.
@@ -42,6 +45,7 @@ mod metrics;
 mod pace;
 mod proxies;
 mod replay;
+mod robots;
 mod signed;
 mod store;
 mod support;

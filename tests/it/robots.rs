@@ -1,0 +1,152 @@
+//! The site's own robots.txt, served by a real origin (a local HTTP server) and read by quagmire
+//! through its origin setting, with the real Caddy in front: crawlers that obey it reach the site,
+//! one that ignores it is trapped, a person is unaffected; a changed robots.txt is picked up on
+//! the next refresh, and an origin that is down leaves the last copy in use. And `replay`
+//! counts, per crawler, the requests that obeyed and ignored it.
+
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use axum::http::{StatusCode, Uri};
+
+use crate::proxies::{browser, client, config, free_address, is_trap_page, start_caddy};
+use crate::support::{Server, quagmire, require_program, write_file};
+
+const CLAUDEBOT: &str = "Mozilla/5.0 AppleWebKit/537.36 (KHTML, like Gecko; compatible; ClaudeBot/1.0; +claudebot@anthropic.com)";
+const AMAZONBOT: &str = "Mozilla/5.0 (compatible; Amazonbot/0.1; +https://developer.amazon.com/support/amazonbot)";
+const ROBOTS: &str = "User-agent: ClaudeBot\nAllow: /\n\nUser-agent: Amazonbot\nDisallow: /private/\n\nUser-agent: *\nDisallow: /private/\n";
+
+/// An origin serving `robots` at /robots.txt (503 while it is `None`) and `origin GET <path>`
+/// for everything else, until the handle is aborted.
+async fn start_origin(robots: Arc<Mutex<Option<String>>>) -> (SocketAddr, tokio::task::JoinHandle<()>) {
+    let router = axum::Router::new().fallback(move |uri: Uri| {
+        let robots = robots.clone();
+        async move {
+            if uri.path() == "/robots.txt" {
+                return match robots.lock().unwrap().clone() {
+                    Some(text) => (StatusCode::OK, text),
+                    None => (StatusCode::SERVICE_UNAVAILABLE, "down".to_string()),
+                };
+            }
+            (StatusCode::OK, format!("origin GET {}", uri.path()))
+        }
+    });
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let address = listener.local_addr().unwrap();
+    let task = tokio::spawn(async move {
+        let _ = axum::serve(listener, router).await;
+    });
+    (address, task)
+}
+
+/// Whether `user_agent` asking for `path` through the proxy at `base` reached the origin.
+async fn reaches_origin(base: &str, user_agent: &str, path: &str) -> bool {
+    let response = client().get(format!("{base}{path}")).header("user-agent", user_agent).send().await.unwrap();
+    let body = response.text().await.unwrap();
+    if is_trap_page(&body) {
+        return false;
+    }
+    assert_eq!(body, format!("origin GET {path}"));
+    true
+}
+
+/// Polls `condition` until it holds; only a real failure reaches the ceiling.
+async fn eventually<F: std::future::Future<Output = bool>>(what: &str, mut condition: impl FnMut() -> F) {
+    let started = Instant::now();
+    while !condition().await {
+        assert!(started.elapsed() < Duration::from_secs(30), "{what} did not happen within 30 s");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+#[tokio::test]
+async fn through_caddy_the_sites_robots_txt_decides_for_crawlers_and_never_for_people() {
+    let Some(binary) = require_program("caddy") else { return };
+    let robots = Arc::new(Mutex::new(Some(ROBOTS.to_string())));
+    let (origin, origin_task) = start_origin(robots.clone()).await;
+    let dir = tempfile::tempdir().unwrap();
+    // 0.05 minutes: a refresh every 3 s.
+    let settings = format!("robots {{\n    origin \"http://{origin}\"\n    refresh-minutes 0.05\n}}\n");
+    let server = Server::start(&["--config", &write_file(dir.path(), "quagmire.kdl", &settings)]);
+    let address = free_address();
+    let proxy = start_caddy(
+        &binary,
+        &config("caddy/transparent.Caddyfile", address, server.verdict, server.trap, origin),
+        address,
+    )
+    .await;
+    let base = format!("http://{}", proxy.address);
+
+    // The first request names the host; its robots.txt is fetched at once, in the background.
+    eventually("the robots.txt fetched", || reaches_origin(&base, CLAUDEBOT, "/blog/post")).await;
+    // The crawler the site allows reads everything, the AI-crawler list notwithstanding.
+    assert!(reaches_origin(&base, CLAUDEBOT, "/private/notes").await);
+    // The one it names with a disallow reads what is allowed, and is trapped on what is not.
+    assert!(reaches_origin(&base, AMAZONBOT, "/blog/post").await);
+    assert!(!reaches_origin(&base, AMAZONBOT, "/private/notes").await);
+    // A person's browser is never judged by robots.txt.
+    let person = browser(client().get(format!("{base}/private/notes"))).send().await.unwrap();
+    assert_eq!(person.text().await.unwrap(), "origin GET /private/notes");
+
+    // The site changes its mind about ClaudeBot: picked up on the next refresh.
+    *robots.lock().unwrap() = Some("User-agent: ClaudeBot\nDisallow: /drafts/\n".into());
+    eventually("the changed robots.txt picked up", || async {
+        !reaches_origin(&base, CLAUDEBOT, "/drafts/one").await
+    })
+    .await;
+
+    // The origin down: the last copy stays in use, through several refreshes.
+    origin_task.abort();
+    let failures = || async {
+        let metrics = client().get(format!("http://{}/metrics", server.verdict)).send().await.unwrap();
+        let text = metrics.text().await.unwrap();
+        text.lines()
+            .find_map(|line| line.strip_prefix("quagmire_robots_fetch_failures_total "))
+            .and_then(|value| value.trim().parse::<f64>().ok())
+            .unwrap_or(0.0)
+    };
+    eventually("two failed refreshes", || async { failures().await >= 2.0 }).await;
+    let response = client().get(format!("{base}/drafts/two")).header("user-agent", CLAUDEBOT).send().await.unwrap();
+    assert!(is_trap_page(&response.text().await.unwrap()), "the last copy's disallow still holds");
+}
+
+#[test]
+fn replay_counts_per_crawler_the_requests_that_obeyed_and_ignored_the_sites_robots_txt() {
+    let dir = tempfile::tempdir().unwrap();
+    let robots = write_file(dir.path(), "robots.txt", ROBOTS);
+    let config = write_file(dir.path(), "quagmire.kdl", &format!("robots {{\n    file \"*\" \"{robots}\"\n}}\n"));
+    let line = |second: u32, agent: &str, uri: &str| {
+        format!(
+            r#"{{"time":"2026-12-05T10:00:{second:02}Z","client":"203.0.113.{second}","uri":"{uri}","host":"site.example","headers":{{"user-agent":"{agent}"}}}}"#
+        )
+    };
+    let lines = [
+        line(1, CLAUDEBOT, "/blog/post"),
+        line(2, CLAUDEBOT, "/private/notes"),
+        line(3, AMAZONBOT, "/blog/post"),
+        line(4, AMAZONBOT, "/private/notes"),
+        line(5, AMAZONBOT, "/private/more"),
+        line(6, "GPTBot/1.2", "/private/notes"),
+    ];
+    let log = write_file(dir.path(), "access.jsonl", &(lines.join("\n") + "\n"));
+    let json = dir.path().join("report.json");
+    let output = quagmire()
+        .args(["replay", "--quiet", "--no-dns", "--config", &config, "--json"])
+        .arg(&json)
+        .arg(&log)
+        .env("QUAGMIRE_SECRET", crate::support::SECRET)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(output.status.success(), "{stdout}{}", String::from_utf8_lossy(&output.stderr));
+    assert!(stdout.contains("Crawlers and the site's robots.txt (requests):"), "{stdout}");
+    let report: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(json).unwrap()).unwrap();
+    let counts = &report["robots_txt"];
+    // ClaudeBot's own group allows everything; Amazonbot's disallows /private/; GPTBot falls
+    // under `*`, which disallows it too.
+    assert_eq!(counts["ClaudeBot"], serde_json::json!({ "obeyed": 2, "ignored": 0 }), "{counts}");
+    assert_eq!(counts["Amazonbot"], serde_json::json!({ "obeyed": 1, "ignored": 2 }), "{counts}");
+    assert_eq!(counts["GPTBot"], serde_json::json!({ "obeyed": 0, "ignored": 1 }), "{counts}");
+    assert_eq!(report["by_rule"]["ignored-robots-txt"], 3, "{report}");
+}
