@@ -94,6 +94,40 @@ struct Rule {
     pattern: Box<str>,
     allow: bool,
     line: u32,
+    /// The pattern's bytes before its first `*` (all of it, `$` aside, without one): a path that
+    /// does not start with them cannot match, which settles most rules with one comparison.
+    literal_prefix: usize,
+    /// For a pattern anchored by `$`, the bytes between its last `*` and the `$`: a path that
+    /// does not end with them cannot match.
+    literal_suffix: usize,
+}
+
+impl Rule {
+    fn new(pattern: &str, allow: bool, line: u32) -> Rule {
+        let bytes = pattern.as_bytes();
+        let body = bytes.strip_suffix(b"$").unwrap_or(bytes);
+        let literal_prefix = body.iter().position(|&b| b == b'*').unwrap_or(body.len());
+        let anchored = body.len() < bytes.len();
+        let literal_suffix = match body.iter().rposition(|&b| b == b'*') {
+            Some(star) if anchored => body.len() - star - 1,
+            _ => 0,
+        };
+        Rule { pattern: Box::from(pattern), allow, line, literal_prefix, literal_suffix }
+    }
+
+    fn matches(&self, path: &[u8]) -> bool {
+        let pattern = self.pattern.as_bytes();
+        if !path.starts_with(&pattern[..self.literal_prefix]) {
+            return false;
+        }
+        if self.literal_suffix > 0 {
+            let body = &pattern[..pattern.len() - 1];
+            if !path.ends_with(&body[body.len() - self.literal_suffix..]) {
+                return false;
+            }
+        }
+        matches(path, pattern)
+    }
 }
 
 impl RobotsTxt {
@@ -127,7 +161,7 @@ impl RobotsTxt {
         if uri == "/robots.txt" {
             return answer(RobotsCheck::Allowed, 0);
         }
-        match group.rules.iter().find(|rule| matches(uri.as_bytes(), rule.pattern.as_bytes())) {
+        match group.rules.iter().find(|rule| rule.matches(uri.as_bytes())) {
             Some(rule) if !rule.allow => answer(RobotsCheck::Disallowed, rule.line),
             Some(rule) => answer(RobotsCheck::Allowed, rule.line),
             None => answer(RobotsCheck::Allowed, 0),
@@ -217,7 +251,7 @@ impl Collect {
             return;
         }
         for &index in &self.current {
-            self.groups[index].rules.push(Rule { pattern: Box::from(pattern), allow, line });
+            self.groups[index].rules.push(Rule::new(pattern, allow, line));
         }
     }
 }

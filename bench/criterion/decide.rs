@@ -11,6 +11,8 @@ use quagmire::{ForwardedRequest, How, RunRules, Verify, decide_blocking};
 
 /// Rules on a worker, as the service runs them; nothing waited for.
 const WORKER: How = How { rules: RunRules::Worker, verify: Verify::AsCached, trace: false };
+/// Rules on the calling thread, as `replay` runs them.
+const HERE: How = How { rules: RunRules::Here, verify: Verify::AsCached, trace: false };
 
 const CHROME: &str = "Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/130.0.0.0 Safari/537.36";
 
@@ -58,10 +60,39 @@ fn decisions(c: &mut Criterion) {
             BatchSize::SmallInput,
         )
     });
+    // The cost of the site's robots.txt: the same browser page view without one and with
+    // bench/robots-200.sh's 200 lines for every host (the page view falls under `*` and is
+    // matched against all of its rules), rules on this thread so that no hand-over to a worker
+    // (a thread wake-up, which dominates a lone request) blurs the difference.
+    let with_robots = robots_app(&secret);
+    for (name, app) in [("browser_allowed_here", &app), ("browser_allowed_here_robots_200", &with_robots)] {
+        group.bench_function(name, |b| {
+            b.iter_batched(
+                || human.clone(),
+                |request| decide_blocking(app, request, HERE),
+                BatchSize::SmallInput,
+            )
+        });
+    }
     // The rules alone on prepared facts.
     let facts = decide_blocking(&app, human.clone(), WORKER).facts;
     group.bench_function("rules_only", |b| b.iter(|| black_box(app.rules().evaluate(black_box(&facts)))));
     group.finish();
+}
+
+/// The embedded config with bench/robots-200.sh's robots.txt for every host.
+fn robots_app(secret: &Secret) -> App {
+    let dir = tempfile::tempdir().expect("a temporary folder");
+    let file = dir.path().join("robots.txt");
+    let written = std::process::Command::new("bash")
+        .arg("-c")
+        .arg(format!("source bench/robots-200.sh && write_robots_200 '{}'", file.display()))
+        .status()
+        .expect("bash runs");
+    assert!(written.success(), "bench/robots-200.sh wrote no robots.txt");
+    let text = format!("robots {{\n    file \"*\" \"{}\"\n}}\n", file.display());
+    let config = Config::parse("bench.kdl", &text, dir.path()).expect("the robots config parses");
+    App::build(config, secret).expect("the config builds")
 }
 
 criterion_group!(benches, decisions);

@@ -13,8 +13,10 @@ use axum::http::{StatusCode, Uri};
 use crate::proxies::{browser, client, config, free_address, is_trap_page, start_caddy};
 use crate::support::{Server, quagmire, require_program, write_file};
 
-const CLAUDEBOT: &str = "Mozilla/5.0 AppleWebKit/537.36 (KHTML, like Gecko; compatible; ClaudeBot/1.0; +claudebot@anthropic.com)";
-const AMAZONBOT: &str = "Mozilla/5.0 (compatible; Amazonbot/0.1; +https://developer.amazon.com/support/amazonbot)";
+const CLAUDEBOT: &str =
+    "Mozilla/5.0 AppleWebKit/537.36 (KHTML, like Gecko; compatible; ClaudeBot/1.0; +claudebot@anthropic.com)";
+const AMAZONBOT: &str =
+    "Mozilla/5.0 (compatible; Amazonbot/0.1; +https://developer.amazon.com/support/amazonbot)";
 const ROBOTS: &str = "User-agent: ClaudeBot\nAllow: /\n\nUser-agent: Amazonbot\nDisallow: /private/\n\nUser-agent: *\nDisallow: /private/\n";
 
 /// An origin serving `robots` at /robots.txt (503 while it is `None`) and `origin GET <path>`
@@ -42,7 +44,8 @@ async fn start_origin(robots: Arc<Mutex<Option<String>>>) -> (SocketAddr, tokio:
 
 /// Whether `user_agent` asking for `path` through the proxy at `base` reached the origin.
 async fn reaches_origin(base: &str, user_agent: &str, path: &str) -> bool {
-    let response = client().get(format!("{base}{path}")).header("user-agent", user_agent).send().await.unwrap();
+    let response =
+        client().get(format!("{base}{path}")).header("user-agent", user_agent).send().await.unwrap();
     let body = response.text().await.unwrap();
     if is_trap_page(&body) {
         return false;
@@ -107,7 +110,8 @@ async fn through_caddy_the_sites_robots_txt_decides_for_crawlers_and_never_for_p
             .unwrap_or(0.0)
     };
     eventually("two failed refreshes", || async { failures().await >= 2.0 }).await;
-    let response = client().get(format!("{base}/drafts/two")).header("user-agent", CLAUDEBOT).send().await.unwrap();
+    let response =
+        client().get(format!("{base}/drafts/two")).header("user-agent", CLAUDEBOT).send().await.unwrap();
     assert!(is_trap_page(&response.text().await.unwrap()), "the last copy's disallow still holds");
 }
 
@@ -115,7 +119,8 @@ async fn through_caddy_the_sites_robots_txt_decides_for_crawlers_and_never_for_p
 fn replay_counts_per_crawler_the_requests_that_obeyed_and_ignored_the_sites_robots_txt() {
     let dir = tempfile::tempdir().unwrap();
     let robots = write_file(dir.path(), "robots.txt", ROBOTS);
-    let config = write_file(dir.path(), "quagmire.kdl", &format!("robots {{\n    file \"*\" \"{robots}\"\n}}\n"));
+    let config =
+        write_file(dir.path(), "quagmire.kdl", &format!("robots {{\n    file \"*\" \"{robots}\"\n}}\n"));
     let line = |second: u32, agent: &str, uri: &str| {
         format!(
             r#"{{"time":"2026-12-05T10:00:{second:02}Z","client":"203.0.113.{second}","uri":"{uri}","host":"site.example","headers":{{"user-agent":"{agent}"}}}}"#
@@ -149,4 +154,43 @@ fn replay_counts_per_crawler_the_requests_that_obeyed_and_ignored_the_sites_robo
     assert_eq!(counts["Amazonbot"], serde_json::json!({ "obeyed": 1, "ignored": 2 }), "{counts}");
     assert_eq!(counts["GPTBot"], serde_json::json!({ "obeyed": 0, "ignored": 1 }), "{counts}");
     assert_eq!(report["by_rule"]["ignored-robots-txt"], 3, "{report}");
+}
+
+#[test]
+fn check_says_what_it_read_and_explain_shows_the_match() {
+    let dir = tempfile::tempdir().unwrap();
+    let robots = write_file(dir.path(), "robots.txt", ROBOTS);
+    let config =
+        write_file(dir.path(), "quagmire.kdl", &format!("robots {{\n    file \"*\" \"{robots}\"\n}}\n"));
+    let check = quagmire().args(["check", "--config", &config]).output().unwrap();
+    let said = String::from_utf8_lossy(&check.stdout);
+    assert!(check.status.success(), "{said}");
+    assert!(
+        said.contains(&format!(
+            "robots.txt:\n  every other host: {robots} (3 groups: ClaudeBot (1 rules), Amazonbot (1 rules), * (1 rules))"
+        )),
+        "{said}"
+    );
+    let explain = quagmire()
+        .args(["explain", "--config", &config, "--ip", "203.0.113.5", "--host", "site.example"])
+        .args(["--uri", "/private/notes", "-H", &format!("User-Agent: {AMAZONBOT}")])
+        .env("QUAGMIRE_SECRET", crate::support::SECRET)
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&explain.stdout);
+    assert!(
+        said.contains(&format!(
+            "robots.txt  disallowed for site.example: group Amazonbot, line 5: Disallow: /private/ ({robots})"
+        )),
+        "{said}"
+    );
+    assert!(
+        said.contains("verdict     trap by ignored-robots-txt: ignored robots.txt (Amazonbot)"),
+        "{said}"
+    );
+    // A file that cannot be read is an error that names it.
+    std::fs::remove_file(&robots).unwrap();
+    let check = quagmire().args(["check", "--config", &config]).output().unwrap();
+    let said = String::from_utf8_lossy(&check.stderr);
+    assert!(!check.status.success() && said.contains("robots.txt") && said.contains(&robots), "{said}");
 }
