@@ -16,9 +16,9 @@ use std::sync::LazyLock;
 
 use http::{HeaderMap, HeaderName, HeaderValue, Method};
 use libfuzzer_sys::fuzz_target;
-use quagmire::{ClientIdentity, HeaderLines};
-use quagmire::forwarded_request;
 use quagmire::TrapUrls;
+use quagmire::forwarded_request;
+use quagmire::{ClientIdentity, HeaderLines};
 
 /// Peers the first byte chooses from: trusted and untrusted, both families, a mapped address.
 const PEERS: &[Option<&str>] = &[

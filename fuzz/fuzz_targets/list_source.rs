@@ -8,8 +8,8 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use quagmire::{ListKind as Kind, ListSourceFormat as Format};
 use quagmire::list_sanity as sanity;
+use quagmire::{ListKind as Kind, ListSourceFormat as Format};
 
 fuzz_target!(|data: &[u8]| {
     for (_, format) in Format::ALL {

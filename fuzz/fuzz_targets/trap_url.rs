@@ -15,8 +15,8 @@ use std::sync::LazyLock;
 
 use http::{HeaderMap, HeaderValue, Uri, header};
 use libfuzzer_sys::fuzz_target;
-use quagmire::page_address;
 use quagmire::TrapUrls;
+use quagmire::page_address;
 use rand::SeedableRng;
 use rand_pcg::Pcg64Mcg;
 
