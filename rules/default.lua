@@ -16,6 +16,8 @@
 -- r.robots is what the site's robots.txt (config: robots { }) says of this path for this user
 -- agent: "allowed", "disallowed", or "none" (no robots.txt for the host); r.robots_group is the
 -- group that applied (its product token as the file writes it, or "*"), or nil.
+-- r.crowdsec is the CrowdSec decision in force for the client (config: crowdsec { }), or nil:
+-- a table with type ("ban", "captcha", ...), scenario and origin.
 -- r.signature_check is what checking a Web Bot Auth signature (RFC 9421, Signature-Agent) found:
 -- "unsigned", "pending" (the agent's key directory is not fetched yet: proves nothing),
 -- "invalid" or "verified"; r.signed_agent is the agent's host (such as "chatgpt.com") when
@@ -120,6 +122,19 @@ return {
     check = function(r)
       if r.trap_score >= TRAP_SCORE_LIMIT then
         return "trap", string.format("trap score %.1f", r.trap_score)
+      end
+    end,
+  },
+  {
+    -- A client under a CrowdSec decision (a ban or a captcha on its address or a range holding
+    -- it, from the site's CrowdSec: config crowdsec { }) is trapped: the trap is the
+    -- remediation, poison rather than a block page. A captcha gets the trap too, as quagmire has
+    -- no challenge of its own yet.
+    name = "crowdsec",
+    check = function(r)
+      local decision = r.crowdsec
+      if decision then
+        return "trap", string.format("CrowdSec %s (%s)", decision.type, decision.scenario)
       end
     end,
   },

@@ -11,6 +11,7 @@ use crate::client_state::store::Store;
 use crate::config::{Config, DripConfig};
 use crate::corpus::{self, CorpusError};
 use crate::crawler::Crawlers;
+use crate::crowdsec::{CrowdSec, CrowdSecError};
 use crate::generator::Generator;
 use crate::generator::markov::{Chain, ChainError};
 use crate::generator::template::{Template, TemplateError};
@@ -46,6 +47,8 @@ pub struct App {
     pub(crate) signatures: Signatures,
     /// The site's robots.txt, per host.
     pub(crate) robots: Arc<Robots>,
+    /// The CrowdSec decisions in force.
+    pub(crate) crowdsec: Arc<CrowdSec>,
     /// Which trap verdicts get a log line (one per rule and client a minute).
     pub(crate) trap_lines: crate::log_sink::TrapLines,
 }
@@ -71,6 +74,9 @@ pub enum BuildError {
     /// A configured robots.txt cannot be read.
     #[error(transparent)]
     Robots(#[from] RobotsError),
+    /// The CrowdSec settings cannot be used.
+    #[error(transparent)]
+    CrowdSec(#[from] CrowdSecError),
 }
 
 impl App {
@@ -155,6 +161,7 @@ impl App {
         for line in robots.describe() {
             tracing::info!(robots = %line, "the site's robots.txt");
         }
+        let crowdsec = Arc::new(CrowdSec::new(config.crowdsec.clone(), metrics.clone())?);
         Ok(App {
             config,
             generator,
@@ -167,6 +174,7 @@ impl App {
             crawlers,
             signatures,
             robots,
+            crowdsec,
             trap_lines: crate::log_sink::TrapLines::new(),
         })
     }

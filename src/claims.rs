@@ -119,3 +119,14 @@ impl RobotsCheck {
         }
     }
 }
+
+/// A CrowdSec decision in force for the client's address (or a range holding it).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CrowdSecDecision {
+    /// Its type: `ban`, `captcha`, or another the Local API's profiles give.
+    pub kind: Arc<str>,
+    /// The scenario that led to it (`crowdsecurity/http-probing`, `manual 'ban' from ...`).
+    pub scenario: Arc<str>,
+    /// Where it came from: `crowdsec`, `cscli`, `CAPI`, a list's name.
+    pub origin: Arc<str>,
+}

@@ -127,6 +127,19 @@ impl ClientKey {
             _ => false,
         }
     }
+
+    /// The network this key stands for (an address, or an IPv6 /64).
+    pub(crate) fn network(&self) -> ipnet::IpNet {
+        match self.family {
+            Family::V4 => ipnet::IpNet::V4(
+                ipnet::Ipv4Net::new(std::net::Ipv4Addr::from(self.bits as u32), self.prefix)
+                    .unwrap_or_default(),
+            ),
+            Family::V6 => ipnet::IpNet::V6(
+                ipnet::Ipv6Net::new(std::net::Ipv6Addr::from(self.bits), self.prefix).unwrap_or_default(),
+            ),
+        }
+    }
 }
 
 impl fmt::Display for ClientKey {

@@ -58,9 +58,12 @@ pub struct Config {
     pub robots: RobotsConfig,
     /// The AI preferences `quagmire snippets` states in robots.txt lines.
     pub preferences: Preferences,
+    /// The CrowdSec Local API whose decisions the rules see.
+    pub crowdsec: CrowdSecConfig,
 }
 
 pub(crate) use crate::crawler::DnsConfig;
+pub(crate) use crate::crowdsec::CrowdSecConfig;
 pub(crate) use crate::robots::RobotsConfig;
 pub(crate) use crate::signature::WebBotAuthConfig;
 pub(crate) use crate::snippets::Preferences;
@@ -267,6 +270,7 @@ impl Config {
             },
             robots: RobotsConfig::default(),
             preferences: Preferences::default(),
+            crowdsec: CrowdSecConfig::default(),
         }
     }
 }

@@ -4,7 +4,7 @@
 use std::net::IpAddr;
 use std::sync::Arc;
 
-use crate::claims::{Claim, RobotsAnswer, Signature};
+use crate::claims::{Claim, CrowdSecDecision, RobotsAnswer, Signature};
 use crate::client::{ClientKey, HeaderLines};
 use crate::client_state::History;
 use crate::geo::GeoInfo;
@@ -38,6 +38,8 @@ pub struct Facts {
     pub signature: Option<Signature>,
     /// What the host's robots.txt says of this path for this user agent.
     pub robots: RobotsAnswer,
+    /// The CrowdSec decision in force for the client's address, if any.
+    pub crowdsec: Option<Arc<CrowdSecDecision>>,
     /// Which headers the request's source carried: all, live; some, for a replayed log line.
     pub coverage: Coverage,
 }

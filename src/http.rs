@@ -47,6 +47,7 @@ fn with_admin_routes(router: Router<Arc<App>>, app: &App) -> Router<Arc<App>> {
     router
         .route("/metrics", get(admin::metrics))
         .route("/api/trapped", get(admin::trapped))
+        .route("/api/blocklist", get(admin::blocklist))
         .layer(axum::Extension(admin))
 }
 
@@ -87,6 +88,10 @@ pub async fn serve(
             Some(crate::reload::refresh_lists(app.clone(), every, lists_written.clone()))
         })
     });
+    let crowdsec = app.crowdsec.interval().map(|_| {
+        let crowdsec = app.crowdsec.clone();
+        supervise("CrowdSec puller", move || Some(crate::crowdsec::run(crowdsec.clone())))
+    });
     let robots = app.robots.refresh().map(|_| {
         let robots = app.robots.clone();
         supervise("robots.txt refresher", move || Some(crate::robots::refresh(robots.clone())))
@@ -108,7 +113,7 @@ pub async fn serve(
         _ = &mut servers => return Ok(()),
         () = shutdown => {}
     }
-    drop((watcher, refresher, robots));
+    drop((watcher, refresher, robots, crowdsec));
     let _ = stop.send(true);
     if tokio::time::timeout(SHUTDOWN_GRACE, servers).await.is_err() {
         tracing::warn!("connections still open after the shutdown grace period; closing them");

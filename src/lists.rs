@@ -18,6 +18,8 @@ use aho_corasick::dfa::{self, DFA};
 use aho_corasick::{Anchored, MatchKind, StartKind};
 use ipnet::IpNet;
 
+use crate::prefix_map::PrefixMap;
+
 /// The embedded default lists (file name, text): the rules' lists when no folder is configured,
 /// and the stand-in for any of them a folder lacks.
 pub const DEFAULT_LISTS: &[(&str, &str)] = &[
@@ -291,8 +293,8 @@ const TOKEN_CHARS: [bool; 256] = {
 
 /// Network prefixes grouped by length, so a lookup is one hash probe per distinct length.
 pub struct NetworkList {
-    v4: HashMap<u8, HashMap<u32, u32>>,
-    v6: HashMap<u8, HashMap<u128, u32>>,
+    /// Each network's label, by its index in `labels`.
+    networks: PrefixMap<u32>,
     labels: Vec<String>,
     label_ids: HashMap<String, u32>,
     /// The labels as user-agent tokens, for `claimed`.
@@ -303,8 +305,7 @@ pub struct NetworkList {
 impl Default for NetworkList {
     fn default() -> Self {
         NetworkList {
-            v4: HashMap::new(),
-            v6: HashMap::new(),
+            networks: PrefixMap::default(),
             labels: Vec::new(),
             label_ids: HashMap::new(),
             label_tokens: TokenList::new(Vec::new()).expect("an empty list compiles"),
@@ -329,39 +330,13 @@ impl NetworkList {
                 id
             }
         };
-        match canonical(network).trunc() {
-            IpNet::V4(net) => {
-                self.v4.entry(net.prefix_len()).or_default().insert(u32::from(net.network()), label);
-            }
-            IpNet::V6(net) => {
-                self.v6.entry(net.prefix_len()).or_default().insert(u128::from(net.network()), label);
-            }
-        }
+        self.networks.insert(network, label);
         self.len += 1;
     }
 
-    /// The label of a prefix containing `address` (empty for unlabelled lists), if any.
+    /// The label of the longest prefix containing `address` (empty for unlabelled lists), if any.
     pub fn find(&self, address: IpAddr) -> Option<&str> {
-        let label = match address {
-            IpAddr::V4(v4) => {
-                let bits = u32::from(v4);
-                self.v4.iter().find_map(|(&len, set)| {
-                    let mask = if len == 0 { 0 } else { u32::MAX << (32 - u32::from(len)) };
-                    set.get(&(bits & mask)).copied()
-                })
-            }
-            IpAddr::V6(v6) => {
-                if let Some(v4) = v6.to_ipv4_mapped() {
-                    return self.find(IpAddr::V4(v4));
-                }
-                let bits = u128::from(v6);
-                self.v6.iter().find_map(|(&len, set)| {
-                    let mask = if len == 0 { 0 } else { u128::MAX << (128 - u32::from(len)) };
-                    set.get(&(bits & mask)).copied()
-                })
-            }
-        }?;
-        Some(&self.labels[label as usize])
+        self.networks.get(address).map(|&label| self.labels[label as usize].as_str())
     }
 
     /// Labels in the list (for example the crawlers whose ranges it holds).
@@ -370,17 +345,7 @@ impl NetworkList {
     }
 }
 
-/// An IPv4-mapped IPv6 network (`::ffff:192.0.2.0/120`) is the IPv4 network it maps, since
-/// lookups map such addresses to IPv4 first; an entry kept as IPv6 would never match.
-pub(crate) fn canonical(network: IpNet) -> IpNet {
-    match network {
-        IpNet::V6(v6) if v6.prefix_len() >= 96 => match v6.addr().to_ipv4_mapped() {
-            Some(v4) => ipnet::Ipv4Net::new(v4, v6.prefix_len() - 96).map_or(network, IpNet::V4),
-            None => network,
-        },
-        other => other,
-    }
-}
+pub(crate) use crate::prefix_map::canonical;
 
 /// DNS domains by label: the domains under which a crawler's hosts are named, for
 /// forward-confirmed reverse DNS.

@@ -65,6 +65,11 @@ struct CrawlerLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct OutcomeLabels {
+    outcome: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct RobotsLabels {
     crawler: String,
 }
@@ -152,6 +157,10 @@ pub struct Metrics {
     robots_obeyed: Family<RobotsLabels, Counter>,
     robots_ignored: Family<RobotsLabels, Counter>,
     robots_fetch_failures: Counter,
+    crowdsec_pulls: Family<OutcomeLabels, Counter>,
+    crowdsec_decisions: Gauge,
+    crowdsec_skipped: Counter,
+    crowdsec_matched: Counter,
     /// The crawler labels the robots.txt counts use so far (read without a lock).
     robots_labels: ArcSwap<std::collections::HashSet<String>>,
     robots_labels_added: Mutex<()>,
@@ -327,6 +336,30 @@ impl Metrics {
                 "Fetches of a host's robots.txt from the origin that failed (the last copy stays in use)",
                 Counter::default(),
             ),
+            crowdsec_pulls: register(
+                r,
+                "crowdsec_pulls",
+                "Pulls of the CrowdSec decision stream, by outcome (ok, failed)",
+                Family::default(),
+            ),
+            crowdsec_decisions: register(
+                r,
+                "crowdsec_decisions",
+                "CrowdSec decisions in force (addresses and ranges)",
+                Gauge::default(),
+            ),
+            crowdsec_skipped: register(
+                r,
+                "crowdsec_decisions_skipped",
+                "CrowdSec decisions not kept: a scope other than an address or range, or over max-decisions",
+                Counter::default(),
+            ),
+            crowdsec_matched: register(
+                r,
+                "crowdsec_matched",
+                "Verdicts whose client a CrowdSec decision covers",
+                Counter::default(),
+            ),
             robots_labels: ArcSwap::from_pointee(std::collections::HashSet::new()),
             robots_labels_added: Mutex::new(()),
             asn_labelled: ArcSwap::from_pointee(HashMap::new()),
@@ -455,6 +488,26 @@ impl Metrics {
         };
         let family = if ignored { &self.robots_ignored } else { &self.robots_obeyed };
         family.get_or_create(&RobotsLabels { crawler: crawler.to_string() }).inc();
+    }
+
+    /// A pull of the CrowdSec decision stream, and whether it succeeded.
+    pub fn crowdsec_pull(&self, ok: bool) {
+        self.crowdsec_pulls.get_or_create(&OutcomeLabels { outcome: if ok { "ok" } else { "failed" } }).inc();
+    }
+
+    /// The CrowdSec decisions now in force.
+    pub fn crowdsec_decisions(&self, count: usize) {
+        self.crowdsec_decisions.set(i64::try_from(count).unwrap_or(i64::MAX));
+    }
+
+    /// CrowdSec decisions not kept.
+    pub fn crowdsec_decisions_skipped(&self, count: u64) {
+        self.crowdsec_skipped.inc_by(count);
+    }
+
+    /// A verdict whose client a CrowdSec decision covers.
+    pub fn crowdsec_matched(&self) {
+        self.crowdsec_matched.inc();
     }
 
     /// A fetch of a robots.txt from the origin failed.
@@ -697,6 +750,10 @@ mod tests {
         metrics.robots("GPTBot", false);
         metrics.robots("CCBot", true);
         metrics.robots_fetch_failed();
+        metrics.crowdsec_pull(true);
+        metrics.crowdsec_decisions(2);
+        metrics.crowdsec_decisions_skipped(1);
+        metrics.crowdsec_matched();
         let text = metrics.render(12, 3, Scope::Replica);
         let expected = [
             "quagmire_crawler_checks_total{check=\"ranges\"} 1",
@@ -727,6 +784,10 @@ mod tests {
             "quagmire_robots_obeyed_total{crawler=\"GPTBot\"} 1",
             "quagmire_robots_ignored_total{crawler=\"CCBot\"} 1",
             "quagmire_robots_fetch_failures_total 1",
+            "quagmire_crowdsec_pulls_total{outcome=\"ok\"} 1",
+            "quagmire_crowdsec_decisions 2",
+            "quagmire_crowdsec_decisions_skipped_total 1",
+            "quagmire_crowdsec_matched_total 1",
             "quagmire_build_info{version=",
         ];
         for expected in expected {
@@ -741,6 +802,6 @@ mod tests {
                 "no sample of {family} is checked"
             );
         }
-        assert_eq!(families.len(), 28, "{families:?}");
+        assert_eq!(families.len(), 32, "{families:?}");
     }
 }

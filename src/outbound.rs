@@ -92,8 +92,18 @@ impl Fetcher {
 
     /// [`Fetcher::get`] with an `Accept` header, keeping the answer's headers.
     pub(crate) async fn fetch(&self, url: &str, accept: Option<&str>) -> Result<Fetched, String> {
+        self.fetch_with_headers(url, accept, &[]).await
+    }
+
+    /// [`Fetcher::fetch`] with more request headers (an API key, say).
+    pub(crate) async fn fetch_with_headers(
+        &self,
+        url: &str,
+        accept: Option<&str>,
+        headers: &[(&'static str, &str)],
+    ) -> Result<Fetched, String> {
         let timeout = self.options.timeout;
-        match tokio::time::timeout(timeout, self.get_following(url, accept)).await {
+        match tokio::time::timeout(timeout, self.get_following(url, accept, headers)).await {
             Ok(result) => result,
             Err(_) if timeout < Duration::from_secs(1) => {
                 Err(format!("no complete answer within {} ms", timeout.as_millis()))
@@ -136,7 +146,12 @@ impl Fetcher {
             .unwrap_or_else(|_| Err(format!("no complete answer within {} ms", timeout.as_millis())))
     }
 
-    async fn get_following(&self, url: &str, accept: Option<&str>) -> Result<Fetched, String> {
+    async fn get_following(
+        &self,
+        url: &str,
+        accept: Option<&str>,
+        headers: &[(&'static str, &str)],
+    ) -> Result<Fetched, String> {
         let max_bytes = self.options.max_bytes;
         let mut uri: Uri = url.parse().map_err(|error| format!("not a URL ({error})"))?;
         for _ in 0..=self.options.redirects {
@@ -147,6 +162,9 @@ impl Fetcher {
             let mut request = Request::get(uri.clone()).header(header::USER_AGENT, self.options.user_agent);
             if let Some(accept) = accept {
                 request = request.header(header::ACCEPT, accept);
+            }
+            for (name, value) in headers {
+                request = request.header(*name, *value);
             }
             let request =
                 request.body(Empty::new()).map_err(|error| format!("cannot make the request ({error})"))?;

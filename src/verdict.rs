@@ -238,6 +238,7 @@ fn facts(app: &App, request: ForwardedRequest) -> Facts {
         crawler,
         signature: None,
         robots,
+        crowdsec: app.crowdsec.decision(address),
         coverage: request.coverage,
     };
     // A signature covers the request as built: checked on it, then part of the facts.

@@ -30,6 +30,7 @@ const LAYERS: &[(&str, &[&str])] = &[
         &[
             "vocabulary",
             "numbers",
+            "prefix_map",
             "log_field",
             "bounded_file",
             "secret",
@@ -52,6 +53,7 @@ const LAYERS: &[(&str, &[&str])] = &[
             "crawler",
             "signature",
             "robots",
+            "crowdsec",
             "rules",
             "generator",
             "snippets",

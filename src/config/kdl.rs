@@ -180,6 +180,7 @@ const TOP_KEYS: &[&str] = &[
     "web-bot-auth",
     "robots",
     "preferences",
+    "crowdsec",
 ];
 const VERDICT_KEYS: &[&str] =
     &["mode", "answer", "trap-status", "redirect-prefix", "trusted-proxies", "ipv4-prefix", "ipv6-prefix"];
@@ -206,6 +207,8 @@ const DNS_KEYS: &[&str] = &["servers", "timeout-ms", "verdict-wait-ms", "lookups
 const LISTS_KEYS: &[&str] = &["refresh-hours", "timeout-seconds", "source"];
 const ROBOTS_KEYS: &[&str] = &["file", "origin", "refresh-minutes", "timeout-seconds"];
 const PREFERENCES_KEYS: &[&str] = &["search", "ai-input", "ai-train"];
+const CROWDSEC_KEYS: &[&str] =
+    &["url", "bouncer-key-env", "bouncer-key-file", "pull-seconds", "timeout-seconds", "max-decisions"];
 const SOURCE_PROPERTIES: &[&str] = &["label", "format", "url"];
 const WEB_BOT_AUTH_KEYS: &[&str] = &[
     "enabled",
@@ -319,6 +322,11 @@ impl Reader<'_> {
                 "preferences" => {
                     for child in self.children(node)? {
                         self.preferences(child)?;
+                    }
+                }
+                "crowdsec" => {
+                    for child in self.children(node)? {
+                        self.crowdsec(child)?;
                     }
                 }
                 _ => return Err(self.unknown(node, "", TOP_KEYS)),
@@ -746,6 +754,36 @@ impl Reader<'_> {
                 self.config.robots.timeout = Duration::from_secs(self.integer(node, 1, 300)? as u64)
             }
             _ => return Err(self.unknown(node, "robots", ROBOTS_KEYS)),
+        }
+        Ok(())
+    }
+
+    fn crowdsec(&mut self, node: &KdlNode) -> Checked<()> {
+        use crate::crowdsec::KeySource;
+        match node.name().value() {
+            "url" => {
+                let url = self.string(node)?;
+                if let Err(message) = crate::outbound::check_url(&url) {
+                    let entry = self.argument(node)?;
+                    return Err(self.problem(
+                        entry.span(),
+                        format!("`{url}` cannot be the Local API: {message}"),
+                        "here",
+                        Some("such as `url \"http://127.0.0.1:8080\"`".into()),
+                    ));
+                }
+                self.config.crowdsec.url = Some(url);
+            }
+            "bouncer-key-env" => self.config.crowdsec.bouncer_key = Some(KeySource::Env(self.string(node)?)),
+            "bouncer-key-file" => self.config.crowdsec.bouncer_key = Some(KeySource::File(self.path(node)?)),
+            "pull-seconds" => {
+                self.config.crowdsec.pull = Duration::from_secs(self.integer(node, 1, 3600)? as u64)
+            }
+            "timeout-seconds" => {
+                self.config.crowdsec.timeout = Duration::from_secs(self.integer(node, 1, 300)? as u64)
+            }
+            "max-decisions" => self.config.crowdsec.max_decisions = self.integer(node, 1, 10_000_000)?,
+            _ => return Err(self.unknown(node, "crowdsec", CROWDSEC_KEYS)),
         }
         Ok(())
     }

@@ -152,6 +152,94 @@ pub(crate) async fn trapped(
     ([(header::CONTENT_TYPE, json)], body).into_response()
 }
 
+/// `/api/blocklist`'s filters and format.
+#[derive(Deserialize)]
+pub(crate) struct BlocklistQuery {
+    /// Lowest trap score listed (default: the rules' trap threshold).
+    #[serde(rename = "min-score")]
+    min_score: Option<f64>,
+    /// Only clients seen within this many seconds (default: all the snapshot holds).
+    #[serde(rename = "max-age-seconds")]
+    max_age_seconds: Option<u64>,
+    /// `plain` (one address or range per line, the default) or `nftables` (a table with two
+    /// interval sets, for `nft -f`).
+    format: Option<String>,
+}
+
+/// The trapped clients (the most active, as `/api/trapped` lists them) as a blocklist for a
+/// firewall or fail2ban: addresses and IPv6 /64s, aggregated into ranges where that is exact.
+pub(crate) async fn blocklist(
+    State(app): State<Arc<App>>,
+    Extension(admin): Extension<Arc<Admin>>,
+    headers: HeaderMap,
+    Query(query): Query<BlocklistQuery>,
+) -> Response {
+    if let Some(refusal) = refusal(&admin, &headers) {
+        return refusal;
+    }
+    let nftables = match query.format.as_deref() {
+        None | Some("plain") => false,
+        Some("nftables") => true,
+        Some(other) => {
+            let message = format!("unknown format `{other}`: plain or nftables\n");
+            return (StatusCode::BAD_REQUEST, message).into_response();
+        }
+    };
+    let snapshot = snapshot(&app, &admin).await;
+    let min_score = query.min_score.unwrap_or(app.config.rules.trap_threshold);
+    let now = SystemTime::now();
+    let networks: Vec<ipnet::IpNet> = snapshot
+        .trapped
+        .iter()
+        .filter(|client| client.history.trap_score >= min_score)
+        .filter(|client| {
+            query.max_age_seconds.is_none_or(|age| {
+                now.duration_since(client.last_seen).is_ok_and(|since| since.as_secs() <= age)
+                    || client.last_seen > now
+            })
+        })
+        .map(|client| client.key.network())
+        .collect();
+    let networks = ipnet::IpNet::aggregate(&networks);
+    let text = if nftables { nftables_sets(&networks) } else { plain_list(&networks) };
+    let plain = HeaderValue::from_static("text/plain; charset=utf-8");
+    ([(header::CONTENT_TYPE, plain)], text).into_response()
+}
+
+fn plain_list(networks: &[ipnet::IpNet]) -> String {
+    networks.iter().map(|network| format!("{}\n", shortest(network))).collect()
+}
+
+/// An address as itself, a range as a CIDR.
+fn shortest(network: &ipnet::IpNet) -> String {
+    if network.prefix_len() == network.max_prefix_len() {
+        network.addr().to_string()
+    } else {
+        network.to_string()
+    }
+}
+
+/// `table inet quagmire` with the sets `trapped_v4` and `trapped_v6`, replaced whole when loaded.
+fn nftables_sets(networks: &[ipnet::IpNet]) -> String {
+    let mut text =
+        String::from("# quagmire's trapped clients: nft -f FILE, then match on @trapped_v4 / @trapped_v6\n");
+    text.push_str("table inet quagmire {}\ndelete table inet quagmire\ntable inet quagmire {\n");
+    for (name, kind, v4) in [("trapped_v4", "ipv4_addr", true), ("trapped_v6", "ipv6_addr", false)] {
+        let elements: Vec<String> = networks
+            .iter()
+            .filter(|network| matches!(network, ipnet::IpNet::V4(_)) == v4)
+            .map(shortest)
+            .collect();
+        text.push_str(&format!("    set {name} {{\n        type {kind}\n        flags interval\n"));
+        if !elements.is_empty() {
+            text.push_str(&format!("        elements = {{ {} }}\n", elements.join(", ")));
+        }
+        text.push_str("    }\n");
+    }
+    text.push_str("}\n");
+    text
+}
+
 /// The JSON list of the first `limit` trapped clients of `snapshot`.
 fn render_trapped(snapshot: &Snapshot, limit: usize) -> Vec<u8> {
     let clients: Vec<TrappedClient> = snapshot

@@ -86,6 +86,14 @@ local lazy = {
   signature_check = function() return cut(13, 14) end,
   robots = function() return cut(14, 15) end,
   robots_group = function() if ends[16] > ends[15] then return cut(15, 16) end end,
+  crowdsec = function()
+    if ends[17] == ends[16] then return nil end
+    local text = cut(16, 17)
+    local first = find(text, "\31", 1, true)
+    local second = find(text, "\31", first + 1, true)
+    return { type = sub(text, 1, first - 1), scenario = sub(text, first + 1, second - 1),
+             origin = sub(text, second + 1) }
+  end,
   -- Only reached when the source did not carry the User-Agent (else it is set for each request).
   user_agent = function() not_carried("user-agent") end,
 }
@@ -102,18 +110,18 @@ setmetatable(request, {
 local function evaluate(tracing, text, proto, path, user_agent, method_end, proto_end, host_end,
                         path_end, uri_end, agent_end, ip_end, key_end, org_end, country_end,
                         crawler_end, check_end, signed_end, signature_end, robots_end, group_end,
-                        trap_hits, trap_score, request_rate, packed)
-  blob, headers_from = text, group_end + 1
+                        crowdsec_end, trap_hits, trap_score, request_rate, packed)
+  blob, headers_from = text, crowdsec_end + 1
   ends[0], ends[1], ends[2], ends[3], ends[4], ends[5] = 0, method_end, proto_end, host_end, path_end, uri_end
   ends[6], ends[7], ends[8], ends[9], ends[10] = agent_end, ip_end, key_end, org_end, country_end
   ends[11], ends[12], ends[13], ends[14] = crawler_end, check_end, signed_end, signature_end
-  ends[15], ends[16] = robots_end, group_end
+  ends[15], ends[16], ends[17] = robots_end, group_end, crowdsec_end
   present = packed
   request.method, request.host, request.uri, request.query = nil, nil, nil, nil
   request.ip, request.key, request.asn_org, request.country = nil, nil, nil, nil
   request.claimed_crawler, request.crawler_check, request.verified_crawler = nil, nil, nil
   request.signed_agent, request.signature_check = nil, nil
-  request.robots, request.robots_group = nil, nil
+  request.robots, request.robots_group, request.crowdsec = nil, nil, nil
   partial = (packed & 32) ~= 0
   request.proto, request.path = proto, path
   if (packed & 64) == 0 then request.user_agent = user_agent else request.user_agent = nil end

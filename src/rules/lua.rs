@@ -231,9 +231,9 @@ fn decided(state: &ThreadRules, DriverOutcome { index, code, reason }: DriverOut
 /// key, ASN name, country, claimed crawler and its check, signed agent (verified only) and the
 /// signature check back to back, then the headers as `\nname: value\n...`. Returns the
 /// end offset of each field (and of the path within the URI), which the driver cuts them at.
-fn fill_blob(blob: &mut String, facts: &Facts) -> [usize; 16] {
+fn fill_blob(blob: &mut String, facts: &Facts) -> [usize; 17] {
     blob.clear();
-    let mut ends = [0; 16];
+    let mut ends = [0; 17];
     for (end, field) in ends.iter_mut().zip([&facts.method, &facts.proto, &facts.host]) {
         blob.push_str(field);
         *end = blob.len();
@@ -283,6 +283,16 @@ fn fill_blob(blob: &mut String, facts: &Facts) -> [usize; 16] {
     ends[14] = blob.len();
     blob.push_str(facts.robots.group.as_deref().unwrap_or_default());
     ends[15] = blob.len();
+    // Type, scenario and origin, each without control characters (the puller cleans them), so a
+    // unit separator between them is unambiguous.
+    if let Some(decision) = &facts.crowdsec {
+        blob.push_str(&decision.kind);
+        blob.push('\u{1f}');
+        blob.push_str(&decision.scenario);
+        blob.push('\u{1f}');
+        blob.push_str(&decision.origin);
+    }
+    ends[16] = blob.len();
     blob.push('\n');
     // Already `name: value\n` each, names lowercase, no newline or NUL inside a value.
     blob.push_str(facts.headers.as_text());

@@ -46,6 +46,7 @@ struct Request {
     crawler: Option<Claim>,
     signature: Option<Signature>,
     robots: crate::claims::RobotsAnswer,
+    crowdsec: Option<Arc<crate::claims::CrowdSecDecision>>,
     rate_limited: bool,
     coverage: crate::facts::Coverage,
 }
@@ -69,6 +70,7 @@ impl Request {
             crawler: None,
             signature: None,
             robots: crate::claims::RobotsAnswer::default(),
+            crowdsec: None,
             rate_limited: false,
             coverage: crate::facts::Coverage::All,
         }
@@ -99,6 +101,7 @@ impl Request {
             crawler: self.crawler.clone(),
             signature: self.signature.clone(),
             robots: self.robots.clone(),
+            crowdsec: self.crowdsec.clone(),
             coverage: self.coverage.clone(),
         }
     }
@@ -941,4 +944,31 @@ fn rules_see_what_the_sites_robots_txt_says_and_the_fields_after_it_still_read_r
     };
     assert_eq!(rules.evaluate(&request.facts()).reason, "disallowed GPTBot unsigned text/html");
     assert_eq!(rules.evaluate(&Request::browser(CHROME).facts()).reason, "none nil unsigned text/html");
+}
+
+#[test]
+fn a_client_under_a_crowdsec_decision_is_trapped_and_rules_see_the_decision() {
+    let rules = default_rules();
+    let decision = |kind: &str| {
+        Some(Arc::new(crate::claims::CrowdSecDecision {
+            kind: Arc::from(kind),
+            scenario: Arc::from("crowdsecurity/http-probing"),
+            origin: Arc::from("crowdsec"),
+        }))
+    };
+    for kind in ["ban", "captcha"] {
+        let request = Request { crowdsec: decision(kind), ..Request::browser(CHROME) };
+        check(&rules, request, Verdict::Trap, "crowdsec");
+    }
+    // robots.txt and /.well-known/ stay open to everyone, as for any client.
+    let robots = Request { uri: "/robots.txt", crowdsec: decision("ban"), ..Request::browser(CHROME) };
+    check(&rules, robots, Verdict::Allow, "always-allowed-paths");
+    let script = r#"return { { name = "show", check = function(r)
+        local d = r.crowdsec
+        return "allow", d and (d.type .. "|" .. d.scenario .. "|" .. d.origin .. "|" .. tostring(r:header("accept"))) or "none"
+    end } }"#;
+    let rules = script_rules(script, FailMode::Closed).unwrap();
+    let request = Request { crowdsec: decision("ban"), ..Request::browser(CHROME) };
+    assert_eq!(rules.evaluate(&request.facts()).reason, "ban|crowdsecurity/http-probing|crowdsec|text/html");
+    assert_eq!(rules.evaluate(&Request::browser(CHROME).facts()).reason, "none");
 }

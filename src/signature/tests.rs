@@ -84,6 +84,7 @@ fn facts(method: &str, host: &str, uri: &str, headers: &[(&str, &str)]) -> Facts
         crawler: None,
         signature: None,
         robots: Default::default(),
+        crowdsec: None,
         coverage: Default::default(),
     }
 }
