@@ -59,7 +59,7 @@ local function sends_fetch_metadata(family, major, minor)
 end
 
 -- Command-line tools people type by hand (lowercase tokens of lists/http-libraries.txt).
-local TYPED_BY_PEOPLE = { curl = true, wget = true, httpie = true }
+local TYPED_BY_PEOPLE = { curl = true, wget = true, httpie = true, powershell = true, windowspowershell = true }
 
 -- What a page's path ends in: no extension (`/blog/post`, `/docs/`), or a page's own.
 local PAGE_EXTENSIONS = {
@@ -67,9 +67,13 @@ local PAGE_EXTENSIONS = {
   jsp = true, cgi = true, pl = true,
 }
 
--- Whether `path` names a page rather than a file (an image, a script, an archive, data).
-local function is_page(path)
-  local extension = re.match(path, [[\.([A-Za-z0-9]{1,10})$]])
+-- Whether a request is for a page rather than a file (an image, a script, an archive, data) or a
+-- feed asked for by its query (`/?feed=rss2` in WordPress, `?format=feed` in Joomla).
+local function is_page(r)
+  if re.test(r.query, [[(^|&)(feed=|format=(rss|atom|feed|xml))]]) then
+    return false
+  end
+  local extension = re.match(r.path, [[\.([A-Za-z0-9]{1,10})$]])
   return extension == nil or PAGE_EXTENSIONS[string.lower(extension)] == true
 end
 
@@ -139,45 +143,6 @@ return {
     end,
   },
   {
-    -- A crawler fetching a path the site's own robots.txt disallows for it ignores the site's
-    -- rules: the strongest evidence there is, from any network. A crawler is a user agent the
-    -- robots.txt names (r.robots_group), one on the AI-crawler list, or a claimed search engine
-    -- (verified ones were allowed above); a browser under the `*` group reading a disallowed page
-    -- is a person, not evidence. Without a robots.txt for the host, r.robots is "none".
-    name = "ignored-robots-txt",
-    check = function(r)
-      if r.robots ~= "disallowed" then
-        return
-      end
-      local group = r.robots_group
-      local crawler = (group ~= "*" and group) or lists.ai_crawlers:find(r.user_agent) or r.claimed_crawler
-      if crawler then
-        return "trap", "ignored robots.txt (" .. crawler .. ")"
-      end
-    end,
-  },
-  {
-    -- An AI crawler the site's robots.txt names and allows on this path is allowed: the site's
-    -- stated choice wins over the built-in list (a site that wants to appear in an AI search
-    -- product says so there). Only a group naming it counts, not `*`; without a robots.txt the
-    -- list decides. A claim to a crawler with published ranges from outside them is no claim.
-    name = "robots-txt-allows",
-    check = function(r)
-      local group = r.robots_group
-      if r.robots ~= "allowed" or group == nil or group == "*" then
-        return
-      end
-      if lists.ai_crawlers:find(r.user_agent) == nil then
-        return
-      end
-      local ranged = lists.ai_crawler_ranges:claimed(r.user_agent)
-      if ranged and lists.ai_crawler_ranges:find(r.ip) ~= ranged then
-        return
-      end
-      return "allow", "robots.txt allows " .. group
-    end,
-  },
-  {
     -- Web archives (lists/web-archives.txt) crawling from their own networks
     -- (lists/web-archive-asns.txt) are allowed, however fast they crawl.
     name = "web-archives",
@@ -206,6 +171,54 @@ return {
       if archive then
         return "allow", "web archive " .. archive
       end
+    end,
+  },
+  {
+    -- A crawler fetching a path the site's own robots.txt disallows for it ignores the site's
+    -- rules: the strongest evidence there is, from any network. A crawler is a user agent the
+    -- robots.txt names (r.robots_group), one on the AI-crawler list, or a claimed search engine
+    -- (verified ones were allowed above); a browser under the `*` group reading a disallowed page
+    -- is a person, not evidence. Without a robots.txt for the host, r.robots is "none".
+    name = "ignored-robots-txt",
+    check = function(r)
+      if r.robots ~= "disallowed" then
+        return
+      end
+      local library = lists.http_libraries:find(r.user_agent)
+      if library and TYPED_BY_PEOPLE[string.lower(library)] and not (r.asn and lists.datacenter_asns:find(r.asn)) then
+        -- curl and its kind from a home network: a person, whatever robots.txt says of curl.
+        return
+      end
+      local group = r.robots_group
+      local crawler = (group ~= "*" and group) or lists.ai_crawlers:find(r.user_agent) or r.claimed_crawler
+      if crawler then
+        return "trap", "ignored robots.txt (" .. crawler .. ")"
+      end
+    end,
+  },
+  {
+    -- An AI crawler the site's robots.txt names and allows on this path is allowed: the site's
+    -- stated choice wins over the built-in list (a site that wants to appear in an AI search
+    -- product says so there). Only a group naming it counts, not `*`; without a robots.txt the
+    -- list decides. A claim to a crawler with published ranges from outside them is no claim, and
+    -- one over the request quota gets no pass.
+    name = "robots-txt-allows",
+    check = function(r)
+      local group = r.robots_group
+      if r.robots ~= "allowed" or group == nil or group == "*" or r.rate_limited then
+        return
+      end
+      -- The group must be the very crawler the AI list names: a User-Agent naming an allowed
+      -- crawler first and a disallowed one after proves nothing.
+      local token = lists.ai_crawlers:find(r.user_agent)
+      if token == nil or string.lower(token) ~= string.lower(group) then
+        return
+      end
+      local ranged = lists.ai_crawler_ranges:claimed(r.user_agent)
+      if ranged and lists.ai_crawler_ranges:find(r.ip) ~= ranged then
+        return
+      end
+      return "allow", "robots.txt allows " .. group
     end,
   },
   {
@@ -279,7 +292,7 @@ return {
       if library == nil or TYPED_BY_PEOPLE[string.lower(library)] or lists.program_paths:find(r.path) then
         return
       end
-      if is_page(r.path) then
+      if is_page(r) then
         return "trap", library .. " asking for a page"
       end
     end,

@@ -28,6 +28,13 @@ pub(crate) const MAX_BYTES: usize = 512 << 10;
 /// Most hosts whose robots.txt is fetched from the origin: hosts come from requests, which a
 /// client chooses, so they are bounded.
 pub(crate) const MAX_HOSTS: usize = 256;
+/// Longest line passed to the parser: the `robotstxt` crate cuts lines past 16,664 bytes itself,
+/// and a long line with characters past ASCII makes it slice inside one (a panic, or the next
+/// line misread), so lines are cut here first, at a character boundary.
+const MAX_LINE_BYTES: usize = 16 << 10;
+/// `Allow` and `Disallow` rules kept at most, over all groups (a rule in a block naming several
+/// agents counts once per agent): 512 KiB of pathological file cannot become gigabytes.
+const MAX_RULES: usize = 100_000;
 /// The User-Agent quagmire fetches robots.txt with.
 const USER_AGENT: &str = concat!("quagmire/", env!("CARGO_PKG_VERSION"), " (robots.txt)");
 
@@ -134,9 +141,21 @@ impl RobotsTxt {
     /// Compiles `text` (read from `source`). Never fails: what is not a directive is skipped, as
     /// crawlers do.
     pub(crate) fn parse(source: impl Into<String>, text: &str) -> RobotsTxt {
-        let mut collect = Collect::default();
+        let source = source.into();
         // The parser compares a byte order mark's bytes with characters, so it never skips one.
-        robotstxt::parse_robotstxt(text.strip_prefix('\u{feff}').unwrap_or(text), &mut collect);
+        let text = cut_lines(text.strip_prefix('\u{feff}').unwrap_or(text));
+        let parsed = std::panic::catch_unwind(|| {
+            let mut collect = Collect::default();
+            robotstxt::parse_robotstxt(&text, &mut collect);
+            collect
+        });
+        let collect = parsed.unwrap_or_else(|_| {
+            tracing::warn!(%source, "the robots.txt parser failed on this file; it is read as allowing everything");
+            Collect::default()
+        });
+        if collect.dropped > 0 {
+            tracing::warn!(%source, dropped = collect.dropped, "robots.txt has more rules than quagmire keeps ({MAX_RULES}); the rest are ignored");
+        }
         let Collect { mut groups, by_token, .. } = collect;
         for group in &mut groups {
             group.rules.sort_by(|a, b| b.pattern.len().cmp(&a.pattern.len()).then(b.allow.cmp(&a.allow)));
@@ -145,7 +164,7 @@ impl RobotsTxt {
         let named: Vec<String> = by_token.keys().filter(|token| *token != "*").cloned().collect();
         // Tokens are `[a-zA-Z_-]+` (see `product_token`): they always compile.
         let agents = (!named.is_empty()).then(|| TokenList::new(named).ok()).flatten();
-        RobotsTxt { source: source.into(), groups, agents, by_token, star }
+        RobotsTxt { source, groups, agents, by_token, star }
     }
 
     /// What this robots.txt says of `uri` (path and query) for `user_agent`.
@@ -201,6 +220,9 @@ struct Collect {
     current: Vec<usize>,
     /// The last directive was a `User-agent` line (the next one adds to the same group).
     in_agents: bool,
+    /// Rules kept, over all groups, and those dropped past [`MAX_RULES`].
+    rules: usize,
+    dropped: usize,
 }
 
 impl RobotsParseHandler for Collect {
@@ -213,7 +235,8 @@ impl RobotsParseHandler for Collect {
             self.in_agents = true;
         }
         let token = if user_agent.starts_with('*') { "*" } else { product_token(user_agent) };
-        if token.is_empty() {
+        // A group for `Mozilla` or `Chrome` would name every person's browser, not a crawler.
+        if token.is_empty() || crate::user_agent::is_browser_token(token) {
             return;
         }
         let key = token.to_ascii_lowercase();
@@ -251,16 +274,38 @@ impl Collect {
             return;
         }
         for &index in &self.current {
+            if self.rules >= MAX_RULES {
+                self.dropped += 1;
+                continue;
+            }
+            self.rules += 1;
             self.groups[index].rules.push(Rule::new(pattern, allow, line));
         }
     }
 }
 
-/// The product token a `User-agent` line names: its leading `[a-zA-Z_-]` characters (RFC 9309,
-/// 2.2.1), so `Googlebot/2.1` is `Googlebot`.
+/// The product token a `User-agent` line names: its leading letters, `_` and `-` (RFC 9309,
+/// 2.2.1), and digits, which real tokens have (`MJ12bot`, `AI2Bot`) and the User-Agent matching
+/// treats as part of a token; so `Googlebot/2.1` is `Googlebot`.
 fn product_token(value: &str) -> &str {
-    let end = value.find(|c: char| !(c.is_ascii_alphabetic() || c == '_' || c == '-')).unwrap_or(value.len());
+    let end =
+        value.find(|c: char| !(c.is_ascii_alphanumeric() || c == '_' || c == '-')).unwrap_or(value.len());
     &value[..end]
+}
+
+/// `text` with every line over [`MAX_LINE_BYTES`] cut at a character boundary.
+fn cut_lines(text: &str) -> std::borrow::Cow<'_, str> {
+    if !text.split(['\n', '\r']).any(|line| line.len() > MAX_LINE_BYTES) {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len().min(MAX_BYTES));
+    for (index, line) in text.split('\n').enumerate() {
+        if index > 0 {
+            out.push('\n');
+        }
+        out.push_str(crate::log_field::head(line, MAX_LINE_BYTES));
+    }
+    std::borrow::Cow::Owned(out)
 }
 
 /// Whether `path` matches `pattern` from its start: `*` matches any run of bytes, a `$` at the
@@ -408,8 +453,12 @@ impl Robots {
     }
 
     fn want(&self, host: &str) {
-        let mut wanted = self.wanted.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
         let known = self.sites.load().by_host.len();
+        // Full: no lock taken, however many unknown hosts requests name.
+        if known >= MAX_HOSTS {
+            return;
+        }
+        let mut wanted = self.wanted.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
         if wanted.len() + known < MAX_HOSTS && !wanted.contains(host) {
             wanted.insert(Box::from(host));
             self.wake.notify_one();
@@ -454,21 +503,29 @@ impl Robots {
         let fetches = hosts.into_iter().map(|host| {
             let (fetcher, url) = (fetcher.clone(), url.clone());
             async move {
-                let result = fetcher.fetch_for_host(&url, &host).await;
+                let result = match fetcher.fetch_for_host(&url, &host).await {
+                    // Parsing up to 512 KiB is work for the blocking pool, not a runtime thread.
+                    Ok(Some(body)) => {
+                        let source = format!("{url} (Host: {host})");
+                        tokio::task::spawn_blocking(move || compile_body(&source, &body))
+                            .await
+                            .map(|robots| Some(Arc::new(robots)))
+                            .map_err(|_| "the robots.txt could not be compiled".to_string())
+                    }
+                    Ok(None) => Ok(None),
+                    Err(error) => Err(error),
+                };
                 (host, result)
             }
         });
         let results = futures_util::future::join_all(fetches).await;
         let mut fetched: Vec<(Box<str>, Option<Arc<RobotsTxt>>)> = Vec::new();
+        let mut failing = self.failing.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
         for (host, result) in results {
-            let mut failing = self.failing.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
             match result {
-                Ok(Some(body)) => {
+                Ok(Some(robots)) => {
                     failing.remove(&host);
-                    fetched.push((
-                        host.clone(),
-                        Some(Arc::new(compile_body(&format!("{url} (Host: {host})"), &body))),
-                    ));
+                    fetched.push((host, Some(robots)));
                 }
                 // A 4xx: the site has no robots.txt for this host (RFC 9309, 2.3.1.3).
                 Ok(None) => {

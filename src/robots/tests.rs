@@ -196,3 +196,42 @@ fn each_host_gets_its_file_and_others_the_star_file() {
     let none = Robots::new(RobotsConfig::default(), Arc::new(Metrics::new())).unwrap();
     assert_eq!(none.answer("shop.example", GPTBOT, "/").check, RobotsCheck::None);
 }
+
+#[test]
+fn a_group_for_a_browser_token_names_no_one_and_tokens_keep_their_digits() {
+    // `Mozilla` is in every browser's User-Agent: such a group would judge people as crawlers.
+    let text =
+        "User-agent: Mozilla/5.0 (compatible; FooBot)\nDisallow: /\n\nUser-agent: MJ12bot\nDisallow: /\n";
+    assert_eq!(answer(text, CHROME, "/page"), ("allowed", None, 0));
+    assert_eq!(answer(text, GPTBOT, "/page"), ("allowed", None, 0));
+    assert_eq!(
+        check(text, "Mozilla/5.0 (compatible; MJ12bot/v1.4.8; http://mj12bot.com/)", "/page"),
+        "disallowed"
+    );
+}
+
+#[test]
+fn a_long_line_with_characters_past_ascii_neither_panics_nor_eats_the_next_line() {
+    // The parser used to slice inside a character here (a panic), or misread the next line.
+    for accents in [10, 11, 500] {
+        let text =
+            format!("#{}{}\nUser-agent: *\nDisallow: /private/\n", "a".repeat(16_700), "é".repeat(accents));
+        assert_eq!(check(&text, CCBOT, "/private/x"), "disallowed", "{accents} accented characters");
+    }
+    let minified = format!("<!doctype html><html>{}</html>", "<p>Ünïcödé ".repeat(20_000));
+    assert_eq!(answer(&minified, CCBOT, "/x"), ("allowed", None, 0));
+}
+
+#[test]
+fn rules_past_the_cap_are_dropped_not_multiplied_into_gigabytes() {
+    let mut text = String::new();
+    for agent in 0..2_000 {
+        text.push_str(&format!("User-agent: bot{agent}\n"));
+    }
+    for rule in 0..10_000 {
+        text.push_str(&format!("Disallow: /r{rule}/\n"));
+    }
+    let robots = RobotsTxt::parse("many", &text);
+    let rules: usize = robots.groups.iter().map(|group| group.rules.len()).sum();
+    assert_eq!(rules, MAX_RULES);
+}

@@ -972,3 +972,56 @@ fn a_client_under_a_crowdsec_decision_is_trapped_and_rules_see_the_decision() {
     assert_eq!(rules.evaluate(&request.facts()).reason, "ban|crowdsecurity/http-probing|crowdsec|text/html");
     assert_eq!(rules.evaluate(&Request::browser(CHROME).facts()).reason, "none");
 }
+
+#[test]
+fn the_robots_txt_rules_cannot_be_talked_round() {
+    use crate::claims::RobotsCheck::{Allowed, Disallowed};
+    let rules = default_rules();
+    // A User-Agent naming an allowed crawler first and a disallowed AI crawler after.
+    let spoof = Request {
+        robots: robots(Allowed, Some("SiteSearchBot")),
+        ..Request::agent("SiteSearchBot/1.0 ClaudeBot/1.0")
+    };
+    check(&rules, spoof, Verdict::Trap, "ai-crawlers");
+    // The site's allowed crawler, but faster than the quota from a datacenter.
+    let fast = Request {
+        robots: robots(Allowed, Some("ClaudeBot")),
+        rate_limited: true,
+        asn: Some(16509),
+        ..Request::agent("ClaudeBot/1.0")
+    };
+    check(&rules, fast, Verdict::Trap, "datacenter-over-quota");
+    // curl from a home network is a person, whatever the site's robots.txt says of curl.
+    let curl =
+        Request { robots: robots(Disallowed, Some("curl")), asn: Some(3320), ..Request::agent("curl/8.5.0") };
+    check(&rules, curl, Verdict::Allow, "");
+    let cloud_curl = Request {
+        robots: robots(Disallowed, Some("curl")),
+        asn: Some(16509),
+        ..Request::agent("curl/8.5.0")
+    };
+    check(&rules, cloud_curl, Verdict::Trap, "ignored-robots-txt");
+    // A link preview of a page `*` disallows is a person sharing a link.
+    let preview = Request {
+        robots: robots(Disallowed, Some("*")),
+        ..Request::agent("facebookexternalhit/1.1 Facebot Twitterbot/1.0")
+    };
+    check(&rules, preview, Verdict::Allow, "link-previews");
+}
+
+#[test]
+fn feeds_asked_for_by_their_query_or_feed_php_are_not_pages() {
+    let rules = default_rules();
+    for uri in
+        ["/?feed=rss2", "/index.php?option=com_content&format=feed&type=rss", "/blog?format=rss", "/feed.php"]
+    {
+        let request = Request { uri, asn: Some(3320), ..Request::agent("python-requests/2.31.0") };
+        let decision = rules.evaluate(&request.facts());
+        assert_eq!(decision.verdict, Verdict::Allow, "{uri}: {decision:?}");
+    }
+    let powershell = Request {
+        asn: Some(3320),
+        ..Request::agent("Mozilla/5.0 (Windows NT; Windows NT 10.0; en-US) WindowsPowerShell/5.1.22621.2506")
+    };
+    check(&rules, powershell, Verdict::Allow, "");
+}

@@ -276,6 +276,7 @@ fn dashboard_and_alerts_use_only_metrics_quagmire_exports() {
     metrics.reload("rules", true);
     metrics.robots("GPTBot", false);
     metrics.robots("GPTBot", true);
+    metrics.crowdsec_pull(false);
     let exported: Vec<String> = metrics
         .render(0, 0, quagmire::MetricsScope::Replica)
         .lines()

@@ -19,6 +19,8 @@
 //! - `connections`: header-read timeout, connection cap and graceful shutdown (verdicts in flight,
 //!   a page dripping) with real sockets;
 //! - `crawlers`: crawler claims verified by reverse DNS against a real dnsmasq; slow DNS and sprays;
+//! - `crowdsec`: quagmire as a bouncer of a real CrowdSec Local API: decisions trapped, deleted,
+//!   kept through an outage; `/api/blocklist`, checked by `nft -c`;
 //! - `signed`: Web Bot Auth signatures verified against a local key directory server; forgeries,
 //!   a directory down or silent, caching;
 //! - `cli`: `check` errors that point at line and column, `generate`, `explain`;
@@ -38,6 +40,7 @@ mod admin;
 mod cli;
 mod connections;
 mod crawlers;
+mod crowdsec;
 mod dashboard;
 mod hostile_rules;
 mod lists_update;
