@@ -1,6 +1,9 @@
-//! CrowdSec, as a bouncer: the decisions of a CrowdSec Local API (bans, captchas, on addresses
-//! and ranges), pulled from its decision stream in the background and kept in memory, so that a
-//! verdict looks its client up with one longest-prefix match and never waits on the API.
+//! CrowdSec, both ways. As a bouncer: the decisions of a CrowdSec Local API (bans, captchas, on
+//! addresses and ranges), pulled from its decision stream in the background and kept in memory,
+//! so that a verdict looks its client up with one longest-prefix match and never waits on the
+//! API. As a watcher (with `machine-id`): a client that crosses the trap threshold or asks for a
+//! trap URL is reported as an alert (`POST /v1/alerts`, scenarios under `quagmire/`), once per
+//! client an hour, batched, from a bounded queue that never blocks a verdict.
 //!
 //! The stream (`GET /v1/decisions/stream`, `startup=true` the first time, then the changes since)
 //! is pulled every `pull-seconds`. The puller keeps every decision by id (bounded by
@@ -44,6 +47,14 @@ pub struct CrowdSecConfig {
     pub timeout: Duration,
     /// Decisions kept at most; past it new ones are dropped (and counted).
     pub max_decisions: usize,
+    /// The watcher's machine id (`cscli machines add ID`); `None`: no alerts are sent.
+    pub machine_id: Option<String>,
+    /// The watcher's password.
+    pub password: Option<KeySource>,
+    /// The decision an alert asks for (`ban`, `captcha`); `None`: alerts only report.
+    pub alert_decision: Option<String>,
+    /// How long that decision lasts.
+    pub alert_duration: Duration,
 }
 
 impl Default for CrowdSecConfig {
@@ -54,6 +65,10 @@ impl Default for CrowdSecConfig {
             pull: Duration::from_secs(10),
             timeout: Duration::from_secs(10),
             max_decisions: 500_000,
+            machine_id: None,
+            password: None,
+            alert_decision: None,
+            alert_duration: Duration::from_secs(4 * 3600),
         }
     }
 }
@@ -78,6 +93,9 @@ pub enum CrowdSecError {
     /// The HTTP client cannot be made.
     #[error("the CrowdSec client: {0}")]
     Client(String),
+    /// A machine id without a password, or the password's variable or file missing.
+    #[error("the CrowdSec watcher password: {0}")]
+    Password(String),
 }
 
 /// The bouncer: the decisions in force, and the puller's own bookkeeping.
@@ -87,8 +105,38 @@ pub(crate) struct CrowdSec {
     decisions: ArcSwap<PrefixMap<Arc<CrowdSecDecision>>>,
     client: Option<(Fetcher, String)>,
     puller: Mutex<Puller>,
+    /// With `machine-id`: the reports' queue and the clients reported in the last hour.
+    watcher: Option<Watcher>,
     metrics: Arc<Metrics>,
 }
+
+/// The watcher's side: a bounded queue from verdicts to the sender, and who was reported.
+struct Watcher {
+    password: String,
+    sender: tokio::sync::mpsc::Sender<Report>,
+    /// Held by the sender task for its life (a restarted task takes it over).
+    receiver: tokio::sync::Mutex<tokio::sync::mpsc::Receiver<Report>>,
+    reported: moka::sync::Cache<crate::client::ClientKey, ()>,
+}
+
+/// What one alert says of a client.
+pub(crate) struct Report {
+    /// The client: an address, or an IPv6 /64.
+    network: IpNet,
+    scenario: &'static str,
+    rule: Arc<str>,
+    trap_hits: u64,
+    user_agent: String,
+    asn: Option<u32>,
+    at: u64,
+}
+
+/// Reports waiting for the Local API at most; past it the oldest are dropped and counted.
+const QUEUED_REPORTS: usize = 1024;
+/// Alerts sent in one request at most.
+const ALERTS_PER_POST: usize = 100;
+/// How long a client reported once is not reported again.
+const REPORT_EVERY: Duration = Duration::from_secs(3600);
 
 /// Every decision by id, with when it expires.
 #[derive(Default)]
@@ -160,11 +208,43 @@ impl CrowdSec {
                 Some((fetcher, key))
             }
         };
+        let watcher = match (&config.machine_id, &config.password, &client) {
+            (None, _, _) => None,
+            (Some(_), None, _) => {
+                return Err(CrowdSecError::Password("machine-id needs password-env or password-file".into()));
+            }
+            (Some(_), _, None) => return Err(CrowdSecError::Password("machine-id needs url".into())),
+            (Some(_), Some(source), Some(_)) => {
+                let password = match source {
+                    KeySource::Env(name) => std::env::var(name).map_err(|_| {
+                        CrowdSecError::Password(format!("the environment variable {name} is not set"))
+                    })?,
+                    KeySource::File(path) => crate::bounded_file::read(path, 4096)
+                        .map(|bytes| {
+                            String::from_utf8_lossy(&bytes).lines().next().unwrap_or("").trim().to_string()
+                        })
+                        .map_err(|error| {
+                            CrowdSecError::Password(format!("cannot read {}: {error}", path.display()))
+                        })?,
+                };
+                let (sender, receiver) = tokio::sync::mpsc::channel(QUEUED_REPORTS);
+                Some(Watcher {
+                    password,
+                    sender,
+                    receiver: tokio::sync::Mutex::new(receiver),
+                    reported: moka::sync::Cache::builder()
+                        .max_capacity(100_000)
+                        .time_to_live(REPORT_EVERY)
+                        .build(),
+                })
+            }
+        };
         Ok(CrowdSec {
             config,
             decisions: ArcSwap::from_pointee(PrefixMap::default()),
             client,
             puller: Mutex::new(Puller { startup: true, ..Puller::default() }),
+            watcher,
             metrics,
         })
     }
@@ -180,6 +260,43 @@ impl CrowdSec {
             self.metrics.crowdsec_matched();
         }
         decision
+    }
+
+    /// Reports `facts`' client as an alert when it crossed the trap threshold or asked for a trap
+    /// URL (the trap verdict `rule` gave), unless it was reported within the hour. Never waits: a
+    /// full queue drops the report and counts it.
+    pub(crate) fn report(&self, facts: &crate::facts::Facts, rule: &Arc<str>, threshold: f64) {
+        let Some(watcher) = &self.watcher else { return };
+        let scenario = if facts.is_trap_url {
+            "quagmire/trap-url"
+        } else if facts.history.trap_score >= threshold {
+            "quagmire/trap-walker"
+        } else {
+            return;
+        };
+        if watcher.reported.contains_key(&facts.key) {
+            return;
+        }
+        watcher.reported.insert(facts.key, ());
+        let report = Report {
+            network: facts.key.network(),
+            scenario,
+            rule: rule.clone(),
+            trap_hits: facts.history.trap_hits,
+            user_agent: clean(facts.user_agent()),
+            asn: facts.geo.asn,
+            at: std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |since| since.as_secs()),
+        };
+        if watcher.sender.try_send(report).is_err() {
+            self.metrics.crowdsec_alerts("dropped", 1);
+        }
+    }
+
+    /// Whether alerts are sent.
+    pub(crate) fn watching(&self) -> bool {
+        self.watcher.is_some()
     }
 
     /// How often the stream is pulled; `None` without CrowdSec.
@@ -266,6 +383,160 @@ pub(crate) async fn run(crowdsec: Arc<CrowdSec>) {
         ticks.tick().await;
         crowdsec.pull().await;
     }
+}
+
+/// Sends the queued reports as alerts until the task is dropped: every second, up to
+/// [`ALERTS_PER_POST`] at a time, logging in (again) as needed. While the Local API fails, reports
+/// wait, at most [`QUEUED_REPORTS`]; past that the oldest are dropped and counted.
+pub(crate) async fn send_alerts(crowdsec: Arc<CrowdSec>) {
+    let (Some(watcher), Some((fetcher, _))) = (&crowdsec.watcher, &crowdsec.client) else { return };
+    let mut receiver = watcher.receiver.lock().await;
+    let base = crowdsec.config.url.as_deref().unwrap_or_default().trim_end_matches('/').to_string();
+    let machine = crowdsec.config.machine_id.clone().unwrap_or_default();
+    let mut waiting: std::collections::VecDeque<Report> = std::collections::VecDeque::new();
+    let mut token: Option<String> = None;
+    let mut failing = false;
+    let mut ticks = tokio::time::interval(Duration::from_secs(1));
+    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        ticks.tick().await;
+        while let Ok(report) = receiver.try_recv() {
+            if waiting.len() >= QUEUED_REPORTS {
+                waiting.pop_front();
+                crowdsec.metrics.crowdsec_alerts("dropped", 1);
+            }
+            waiting.push_back(report);
+        }
+        crowdsec.metrics.crowdsec_alerts_queued(waiting.len());
+        if waiting.is_empty() {
+            continue;
+        }
+        if token.is_none() {
+            let login = serde_json::json!({ "machine_id": machine, "password": watcher.password, "scenarios": ["quagmire/trap-walker", "quagmire/trap-url"] });
+            let answer = fetcher
+                .post_json(&format!("{base}/v1/watchers/login"), &[], login.to_string().into_bytes())
+                .await;
+            token = match answer {
+                Ok((status, body)) if status.is_success() => {
+                    serde_json::from_slice::<serde_json::Value>(&body)
+                        .ok()
+                        .and_then(|value| value["token"].as_str().map(str::to_string))
+                }
+                Ok((status, _)) => {
+                    if !failing {
+                        tracing::warn!(url = %base, %status, "the CrowdSec Local API refused the watcher's login; alerts wait");
+                    }
+                    failing = true;
+                    None
+                }
+                Err(error) => {
+                    if !failing {
+                        tracing::warn!(url = %base, %error, "cannot reach the CrowdSec Local API; alerts wait");
+                    }
+                    failing = true;
+                    None
+                }
+            };
+            if token.is_none() {
+                continue;
+            }
+        }
+        let batch: Vec<Report> = waiting.drain(..waiting.len().min(ALERTS_PER_POST)).collect();
+        let alerts: Vec<serde_json::Value> =
+            batch.iter().map(|report| alert(report, &crowdsec.config)).collect();
+        let bearer = format!("Bearer {}", token.as_deref().unwrap_or_default());
+        let answer = fetcher
+            .post_json(
+                &format!("{base}/v1/alerts"),
+                &[("authorization", &bearer)],
+                serde_json::to_vec(&alerts).unwrap_or_default(),
+            )
+            .await;
+        match answer {
+            Ok((status, _)) if status.is_success() => {
+                if failing {
+                    tracing::info!(url = %base, "the CrowdSec Local API takes alerts again");
+                }
+                failing = false;
+                crowdsec.metrics.crowdsec_alerts("sent", batch.len() as u64);
+            }
+            other => {
+                if let Ok((status, _)) = &other
+                    && status.as_u16() == 401
+                {
+                    // The token expired: log in again on the next round.
+                    token = None;
+                } else if !failing {
+                    tracing::warn!(url = %base, answer = ?other.map(|(status, _)| status), "the CrowdSec Local API did not take the alerts; they wait");
+                    failing = true;
+                }
+                // Back to the front of the queue, within its bound.
+                for report in batch.into_iter().rev() {
+                    if waiting.len() >= QUEUED_REPORTS {
+                        crowdsec.metrics.crowdsec_alerts("dropped", 1);
+                        continue;
+                    }
+                    waiting.push_front(report);
+                }
+            }
+        }
+    }
+}
+
+/// One alert, in the Local API's shape.
+fn alert(report: &Report, config: &CrowdSecConfig) -> serde_json::Value {
+    let at = crate::numbers::rfc3339(report.at);
+    let (scope, value) = match report.network {
+        network if network.prefix_len() == network.max_prefix_len() => ("Ip", network.addr().to_string()),
+        network => ("Range", network.to_string()),
+    };
+    let mut source = serde_json::json!({ "scope": scope, "value": value });
+    if scope == "Ip" {
+        source["ip"] = serde_json::json!(value);
+    } else {
+        source["range"] = serde_json::json!(value);
+    }
+    let meta = [
+        ("rule", report.rule.to_string()),
+        ("trap_hits", report.trap_hits.to_string()),
+        ("user_agent", report.user_agent.clone()),
+        ("asn", report.asn.map_or_else(String::new, |asn| asn.to_string())),
+    ];
+    let decisions: Vec<serde_json::Value> = config
+        .alert_decision
+        .as_ref()
+        .map(|kind| {
+            serde_json::json!({
+                "duration": format!("{}s", config.alert_duration.as_secs()),
+                // What a watcher's decisions carry: `cscli decisions list` shows only these (and
+                // cscli's own) unless asked for all; the scenario says they are quagmire's.
+                "origin": "crowdsec",
+                "scenario": report.scenario,
+                "scope": scope,
+                "type": kind,
+                "value": value,
+            })
+        })
+        .into_iter()
+        .collect();
+    serde_json::json!({
+        "scenario": report.scenario,
+        "scenario_hash": "",
+        "scenario_version": env!("CARGO_PKG_VERSION"),
+        "message": format!("{value} {} (rule {}, {} trap hits)", if report.scenario == "quagmire/trap-url" { "asked for a trap URL" } else { "walked the trap" }, report.rule, report.trap_hits),
+        "events_count": report.trap_hits.max(1),
+        "start_at": at,
+        "stop_at": at,
+        "capacity": 0,
+        "leakspeed": "0",
+        "simulated": false,
+        "events": [{
+            "timestamp": at,
+            "meta": meta.iter().filter(|(_, value)| !value.is_empty()).map(|(key, value)| serde_json::json!({ "key": key, "value": value })).collect::<Vec<_>>(),
+        }],
+        "source": source,
+        "decisions": decisions,
+    })
 }
 
 /// The network a decision covers: `Ip` (an address) or `Range` (a CIDR); other scopes none.

@@ -92,6 +92,10 @@ pub async fn serve(
         let crowdsec = app.crowdsec.clone();
         supervise("CrowdSec puller", move || Some(crate::crowdsec::run(crowdsec.clone())))
     });
+    let alerts = app.crowdsec.watching().then(|| {
+        let crowdsec = app.crowdsec.clone();
+        supervise("CrowdSec alert sender", move || Some(crate::crowdsec::send_alerts(crowdsec.clone())))
+    });
     let robots = app.robots.refresh().map(|_| {
         let robots = app.robots.clone();
         supervise("robots.txt refresher", move || Some(crate::robots::refresh(robots.clone())))
@@ -113,7 +117,7 @@ pub async fn serve(
         _ = &mut servers => return Ok(()),
         () = shutdown => {}
     }
-    drop((watcher, refresher, robots, crowdsec));
+    drop((watcher, refresher, robots, crowdsec, alerts));
     let _ = stop.send(true);
     if tokio::time::timeout(SHUTDOWN_GRACE, servers).await.is_err() {
         tracing::warn!("connections still open after the shutdown grace period; closing them");

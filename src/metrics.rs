@@ -161,6 +161,8 @@ pub struct Metrics {
     crowdsec_decisions: Gauge,
     crowdsec_skipped: Counter,
     crowdsec_matched: Counter,
+    crowdsec_alerts: Family<OutcomeLabels, Counter>,
+    crowdsec_alerts_queued: Gauge,
     /// The crawler labels the robots.txt counts use so far (read without a lock).
     robots_labels: ArcSwap<std::collections::HashSet<String>>,
     robots_labels_added: Mutex<()>,
@@ -360,6 +362,18 @@ impl Metrics {
                 "Verdicts whose client a CrowdSec decision covers",
                 Counter::default(),
             ),
+            crowdsec_alerts: register(
+                r,
+                "crowdsec_alerts",
+                "Alerts for trapped clients sent to the CrowdSec Local API, and reports dropped (a full queue)",
+                Family::default(),
+            ),
+            crowdsec_alerts_queued: register(
+                r,
+                "crowdsec_alerts_queued",
+                "Reports waiting to be sent to the CrowdSec Local API as alerts",
+                Gauge::default(),
+            ),
             robots_labels: ArcSwap::from_pointee(std::collections::HashSet::new()),
             robots_labels_added: Mutex::new(()),
             asn_labelled: ArcSwap::from_pointee(HashMap::new()),
@@ -503,6 +517,16 @@ impl Metrics {
     /// CrowdSec decisions not kept.
     pub fn crowdsec_decisions_skipped(&self, count: u64) {
         self.crowdsec_skipped.inc_by(count);
+    }
+
+    /// Alerts sent to CrowdSec (`sent`), or reports dropped (`dropped`).
+    pub fn crowdsec_alerts(&self, outcome: &'static str, count: u64) {
+        self.crowdsec_alerts.get_or_create(&OutcomeLabels { outcome }).inc_by(count);
+    }
+
+    /// Reports waiting for CrowdSec.
+    pub fn crowdsec_alerts_queued(&self, count: usize) {
+        self.crowdsec_alerts_queued.set(i64::try_from(count).unwrap_or(i64::MAX));
     }
 
     /// A verdict whose client a CrowdSec decision covers.
@@ -754,6 +778,8 @@ mod tests {
         metrics.crowdsec_decisions(2);
         metrics.crowdsec_decisions_skipped(1);
         metrics.crowdsec_matched();
+        metrics.crowdsec_alerts("sent", 1);
+        metrics.crowdsec_alerts_queued(4);
         let text = metrics.render(12, 3, Scope::Replica);
         let expected = [
             "quagmire_crawler_checks_total{check=\"ranges\"} 1",
@@ -788,6 +814,8 @@ mod tests {
             "quagmire_crowdsec_decisions 2",
             "quagmire_crowdsec_decisions_skipped_total 1",
             "quagmire_crowdsec_matched_total 1",
+            "quagmire_crowdsec_alerts_total{outcome=\"sent\"} 1",
+            "quagmire_crowdsec_alerts_queued 4",
             "quagmire_build_info{version=",
         ];
         for expected in expected {
@@ -802,6 +830,6 @@ mod tests {
                 "no sample of {family} is checked"
             );
         }
-        assert_eq!(families.len(), 32, "{families:?}");
+        assert_eq!(families.len(), 34, "{families:?}");
     }
 }

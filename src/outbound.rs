@@ -13,7 +13,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use http_body_util::{BodyExt, Empty, Limited};
+use http_body_util::{BodyExt, Full, Limited};
 use hyper::{HeaderMap, Request, StatusCode, Uri, header};
 use hyper_rustls::HttpsConnector;
 use hyper_util::client::legacy::Client;
@@ -46,7 +46,7 @@ pub(crate) struct Options {
 /// A client that fetches with its [`Options`].
 #[derive(Clone)]
 pub(crate) struct Fetcher {
-    client: Client<HttpsConnector<HttpConnector<PublicOnly>>, Empty<Bytes>>,
+    client: Client<HttpsConnector<HttpConnector<PublicOnly>>, Full<Bytes>>,
     options: Options,
 }
 
@@ -112,6 +112,40 @@ impl Fetcher {
         }
     }
 
+    /// POSTs `body` as JSON to `url` with `headers`, without redirects: the answer's status and
+    /// body (at most the body limit), whatever the status; an error only when there is no answer.
+    pub(crate) async fn post_json(
+        &self,
+        url: &str,
+        headers: &[(&'static str, &str)],
+        body: Vec<u8>,
+    ) -> Result<(StatusCode, Bytes), String> {
+        let timeout = self.options.timeout;
+        let post = async {
+            let uri: Uri = url.parse().map_err(|error| format!("not a URL ({error})"))?;
+            let mut request = Request::post(uri)
+                .header(header::USER_AGENT, self.options.user_agent)
+                .header(header::CONTENT_TYPE, "application/json");
+            for (name, value) in headers {
+                request = request.header(*name, *value);
+            }
+            let request = request
+                .body(Full::new(Bytes::from(body)))
+                .map_err(|error| format!("cannot make the request ({error})"))?;
+            let response = self.client.request(request).await.map_err(|error| error.to_string())?;
+            let status = response.status();
+            let max_bytes = self.options.max_bytes;
+            let body = Limited::new(response.into_body(), max_bytes)
+                .collect()
+                .await
+                .map_err(|error| format!("the body broke off ({error})"))?;
+            Ok((status, body.to_bytes()))
+        };
+        tokio::time::timeout(timeout, post)
+            .await
+            .unwrap_or_else(|_| Err(format!("no complete answer within {} ms", timeout.as_millis())))
+    }
+
     /// The body at `url` asked for with `host` as its `Host` header (a site's origin serving
     /// several hosts), without redirects: `Ok(None)` on a 4xx (nothing there for that host).
     pub(crate) async fn fetch_for_host(&self, url: &str, host: &str) -> Result<Option<Bytes>, String> {
@@ -121,7 +155,7 @@ impl Fetcher {
             let request = Request::get(uri)
                 .header(header::USER_AGENT, self.options.user_agent)
                 .header(header::HOST, host)
-                .body(Empty::new())
+                .body(Full::new(Bytes::new()))
                 .map_err(|error| format!("cannot make the request ({error})"))?;
             let response = self.client.request(request).await.map_err(|error| error.to_string())?;
             let status = response.status();
@@ -166,8 +200,9 @@ impl Fetcher {
             for (name, value) in headers {
                 request = request.header(*name, *value);
             }
-            let request =
-                request.body(Empty::new()).map_err(|error| format!("cannot make the request ({error})"))?;
+            let request = request
+                .body(Full::new(Bytes::new()))
+                .map_err(|error| format!("cannot make the request ({error})"))?;
             let response = self.client.request(request).await.map_err(|error| {
                 let mut message = error.to_string();
                 let mut cause = error.source();

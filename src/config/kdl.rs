@@ -207,8 +207,19 @@ const DNS_KEYS: &[&str] = &["servers", "timeout-ms", "verdict-wait-ms", "lookups
 const LISTS_KEYS: &[&str] = &["refresh-hours", "timeout-seconds", "source"];
 const ROBOTS_KEYS: &[&str] = &["file", "origin", "refresh-minutes", "timeout-seconds"];
 const PREFERENCES_KEYS: &[&str] = &["search", "ai-input", "ai-train"];
-const CROWDSEC_KEYS: &[&str] =
-    &["url", "bouncer-key-env", "bouncer-key-file", "pull-seconds", "timeout-seconds", "max-decisions"];
+const CROWDSEC_KEYS: &[&str] = &[
+    "url",
+    "bouncer-key-env",
+    "bouncer-key-file",
+    "pull-seconds",
+    "timeout-seconds",
+    "max-decisions",
+    "machine-id",
+    "password-env",
+    "password-file",
+    "alert-decision",
+    "alert-decision-minutes",
+];
 const SOURCE_PROPERTIES: &[&str] = &["label", "format", "url"];
 const WEB_BOT_AUTH_KEYS: &[&str] = &[
     "enabled",
@@ -783,6 +794,17 @@ impl Reader<'_> {
                 self.config.crowdsec.timeout = Duration::from_secs(self.integer(node, 1, 300)? as u64)
             }
             "max-decisions" => self.config.crowdsec.max_decisions = self.integer(node, 1, 10_000_000)?,
+            "machine-id" => self.config.crowdsec.machine_id = Some(self.string(node)?),
+            "password-env" => self.config.crowdsec.password = Some(KeySource::Env(self.string(node)?)),
+            "password-file" => self.config.crowdsec.password = Some(KeySource::File(self.path(node)?)),
+            "alert-decision" => {
+                let kind = self.choice(node, &["none", "ban", "captcha"])?;
+                self.config.crowdsec.alert_decision = (kind != "none").then(|| kind.to_string());
+            }
+            "alert-decision-minutes" => {
+                self.config.crowdsec.alert_duration =
+                    Duration::from_secs(self.integer(node, 1, 525_600)? as u64 * 60)
+            }
             _ => return Err(self.unknown(node, "crowdsec", CROWDSEC_KEYS)),
         }
         Ok(())

@@ -95,6 +95,9 @@ fn respond(app: &App, judgement: &Judgement) -> Response {
     let shadow = config.mode == Mode::Shadow;
     // In a flood most verdicts are traps: one line per rule and client a minute (the metrics
     // count every one).
+    if decision.verdict == Verdict::Trap {
+        app.crowdsec.report(facts, &decision.rule, app.config.rules.trap_threshold);
+    }
     if decision.verdict == Verdict::Trap && app.trap_lines.admit(&decision.rule, facts.key) {
         tracing::info!(
             rule = %decision.rule,

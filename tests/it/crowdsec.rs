@@ -13,6 +13,7 @@ use crate::support::{Server, get, header, require_program, verdict, write_file};
 
 const CHROME: &str = "Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/130.0.0.0 Safari/537.36";
 const KEY: &str = "quagmire-test-bouncer-key-0123456789";
+const WATCHER_PASSWORD: &str = "quagmire-test-watcher-password-0123456789";
 
 /// A CrowdSec Local API in a temporary folder; stopped on drop.
 struct CrowdSec {
@@ -73,6 +74,15 @@ impl CrowdSec {
             &url,
         ]);
         api.cscli(&["bouncers", "add", "quagmire", "-k", KEY]);
+        api.cscli(&[
+            "machines",
+            "add",
+            "quagmire-watcher",
+            "--password",
+            WATCHER_PASSWORD,
+            "-f",
+            "/dev/null",
+        ]);
         Some(api)
     }
 
@@ -246,4 +256,73 @@ async fn the_blocklist_lists_trapped_clients_aggregated_and_loads_into_nftables(
     let file = write_file(dir.path(), "quagmire.nft", &nft);
     let output = Command::new(nft_binary).args(["-c", "-f", &file]).output().unwrap();
     assert!(output.status.success(), "nft -c: {}{}", String::from_utf8_lossy(&output.stderr), nft);
+}
+
+#[tokio::test]
+async fn a_client_that_walks_the_trap_is_reported_to_crowdsec_once_with_a_decision() {
+    let Some(api) = CrowdSec::start() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let config = format!(
+        "crowdsec {{\n    url \"{}\"\n    bouncer-key-env \"QUAGMIRE_TEST_CROWDSEC_KEY\"\n    pull-seconds 1\n    \
+         machine-id \"quagmire-watcher\"\n    password-env \"QUAGMIRE_TEST_CROWDSEC_PASSWORD\"\n    \
+         alert-decision \"ban\"\n    alert-decision-minutes 30\n}}\n",
+        api.url()
+    );
+    let path = write_file(dir.path(), "quagmire.kdl", &config);
+    let server = Server::start_with_env(
+        &["--config", &path],
+        &[
+            ("QUAGMIRE_SECRET", crate::support::SECRET),
+            ("QUAGMIRE_TEST_CROWDSEC_KEY", KEY),
+            ("QUAGMIRE_TEST_CROWDSEC_PASSWORD", WATCHER_PASSWORD),
+        ],
+    );
+    // A client walks the trap, then its page views are trapped, several times.
+    let walker = "203.0.113.66";
+    let (_, _, page) = get(&server.trap_url("/start/walk"), "site.example").await;
+    for link in crate::support::hrefs(&page).iter().take(8) {
+        reqwest::Client::new()
+            .get(server.trap_url(link))
+            .header("x-forwarded-for", walker)
+            .send()
+            .await
+            .unwrap();
+    }
+    for _ in 0..5 {
+        assert_eq!(rule_for(&server, walker).await, "trap-score");
+    }
+    // One alert with quagmire's scenario and the ban it asked for, which the bouncer then pulls.
+    let started = Instant::now();
+    let alerts = loop {
+        let listed: serde_json::Value = serde_json::from_str(&api.cscli(&["alerts", "list", "-o", "json"]))
+            .unwrap_or(serde_json::Value::Null);
+        let ours: Vec<serde_json::Value> = listed
+            .as_array()
+            .map(|alerts| {
+                alerts.iter().filter(|alert| alert["scenario"] == "quagmire/trap-walker").cloned().collect()
+            })
+            .unwrap_or_default();
+        if !ours.is_empty() {
+            break ours;
+        }
+        assert!(started.elapsed() < Duration::from_secs(30), "no alert in CrowdSec after 30 s: {listed}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    assert_eq!(alerts.len(), 1, "{alerts:?}");
+    assert_eq!(alerts[0]["source"]["value"], walker, "{alerts:?}");
+    let decisions = alerts[0]["decisions"].as_array().cloned().unwrap_or_default();
+    assert_eq!(decisions.len(), 1, "{alerts:?}");
+    assert_eq!(decisions[0]["type"], "ban");
+    assert_eq!(decisions[0]["origin"], "crowdsec");
+    until_rule(&server, walker, "trap-score").await;
+    // More trapped verdicts within the hour add no alert.
+    for _ in 0..5 {
+        rule_for(&server, walker).await;
+    }
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    let listed: serde_json::Value =
+        serde_json::from_str(&api.cscli(&["alerts", "list", "-o", "json"])).unwrap();
+    let ours =
+        listed.as_array().unwrap().iter().filter(|alert| alert["scenario"] == "quagmire/trap-walker").count();
+    assert_eq!(ours, 1, "{listed}");
 }

@@ -277,6 +277,7 @@ fn dashboard_and_alerts_use_only_metrics_quagmire_exports() {
     metrics.robots("GPTBot", false);
     metrics.robots("GPTBot", true);
     metrics.crowdsec_pull(false);
+    metrics.crowdsec_alerts("sent", 1);
     let exported: Vec<String> = metrics
         .render(0, 0, quagmire::MetricsScope::Replica)
         .lines()
