@@ -108,6 +108,12 @@ impl App {
         self.robots.describe()
     }
 
+    /// Named robots.txt groups that would let their crawler into the trap, for `check`.
+    pub fn robots_warnings(&self) -> Vec<String> {
+        let prefix = self.config.verdict.redirect_prefix.trim_end_matches('/');
+        self.robots.trap_warnings(&format!("{prefix}/"))
+    }
+
     /// Reads the corpus and trains the model: the slow part of startup.
     pub fn build(config: Config, secret: &Secret) -> Result<App, BuildError> {
         let started = Instant::now();

@@ -290,7 +290,12 @@ impl Crawlers {
             }
             match receiver {
                 Some(mut receiver) => {
-                    let _ = tokio::time::timeout_at(deadline, receiver.wait_for(Option::is_some)).await;
+                    let waited = tokio::time::timeout_at(deadline, receiver.wait_for(Option::is_some)).await;
+                    // The lookup ended without an answer (its task died): do not spin on it.
+                    if matches!(waited, Ok(Err(_))) {
+                        tokio::time::sleep_until(deadline.min(tokio::time::Instant::now() + BUDGET_RETRY))
+                            .await;
+                    }
                 }
                 // Over a budget: a slot frees when a lookup ends or the second turns.
                 None => {

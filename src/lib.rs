@@ -83,12 +83,14 @@ pub use generator::{Generator, PageSettings};
 pub use trap_url::TrapUrls;
 
 // Parsers of hostile input, for the fuzz targets.
+pub use claims::RobotsCheck;
 pub use client::{ClientIdentity, HeaderLines};
 pub use http::trap::page_address;
 pub use http::verdict::forwarded_request;
 pub use lists::{DEFAULT_LISTS, List};
 pub use lists_update::formats::{Format as ListSourceFormat, Kind as ListKind};
 pub use lists_update::sanity as list_sanity;
+pub use robots::answer_text as robots_answer;
 pub use user_agent::browser_claim;
 
 // Metrics rendering, for the dashboard and alert tests.

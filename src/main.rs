@@ -229,6 +229,9 @@ fn main() -> ExitCode {
                 for line in robots {
                     println!("  {line}");
                 }
+                for warning in app.robots_warnings() {
+                    println!("  warning: {warning}");
+                }
             }
             Ok(())
         }),

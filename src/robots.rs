@@ -193,6 +193,19 @@ impl RobotsTxt {
         Some(format!("{}: {}", if rule.allow { "Allow" } else { "Disallow" }, rule.pattern))
     }
 
+    /// The named groups (not `*`) under which `path` is allowed: crawlers that read only their
+    /// own group and would not be kept out of the trap by the `*` group's Disallow.
+    pub(crate) fn groups_allowing(&self, path: &str) -> Vec<Arc<str>> {
+        self.groups
+            .iter()
+            .filter(|group| &*group.name != "*")
+            .filter(|group| {
+                group.rules.iter().find(|rule| rule.matches(path.as_bytes())).is_none_or(|rule| rule.allow)
+            })
+            .map(|group| group.name.clone())
+            .collect()
+    }
+
     /// Its groups' names and rule counts, for `check`.
     pub(crate) fn summary(&self) -> String {
         let groups: Vec<String> =
@@ -345,6 +358,12 @@ fn matches(path: &[u8], pattern: &[u8]) -> bool {
     }
 }
 
+/// What `text` says of `uri` for `user_agent`: the whole of parsing and matching, for the fuzz
+/// target.
+pub fn answer_text(text: &str, user_agent: &str, uri: &str) -> RobotsCheck {
+    RobotsTxt::parse("fuzz input", text).answer(user_agent, uri).check
+}
+
 /// The robots.txt known for each host.
 #[derive(Default)]
 struct Sites {
@@ -427,6 +446,29 @@ impl Robots {
             Some(Some(robots)) => Some(robots.clone()),
             _ => sites.any.clone(),
         }
+    }
+
+    /// For `check`: each file's named groups that do not disallow `trap_path` (a path under the
+    /// trap's prefix), as warnings.
+    pub(crate) fn trap_warnings(&self, trap_path: &str) -> Vec<String> {
+        let sites = self.sites.load();
+        let files = sites.by_host.values().flatten().chain(sites.any.iter());
+        let mut warnings: Vec<String> = files
+            .filter_map(|robots| {
+                let groups = robots.groups_allowing(trap_path);
+                (!groups.is_empty()).then(|| {
+                    let names: Vec<&str> = groups.iter().map(|name| &**name).collect();
+                    format!(
+                        "{}: the groups {} do not disallow {trap_path}: those crawlers read only their own group, \
+                         so add the trap's Disallow line to each",
+                        robots.source,
+                        names.join(", ")
+                    )
+                })
+            })
+            .collect();
+        warnings.sort();
+        warnings
     }
 
     /// Every host's robots.txt and where it came from, for `check` and the start log.

@@ -122,8 +122,8 @@ impl Snippets {
                 Placement { place, why, html: hidden_link(&mut rng, urls, prefix, hiding, markup) }
             })
             .collect();
-        let disallow = if below(&mut rng, 2) == 0 { format!("{prefix}/") } else { prefix.to_string() };
-        let robots = format!("User-agent: *\n{}Disallow: {disallow}\n", preferences.robots_lines());
+        // With its slash: `Disallow: /trap` would also keep crawlers off a real `/trapeze`.
+        let robots = format!("User-agent: *\n{}Disallow: {prefix}/\n", preferences.robots_lines());
         Snippets { links, robots }
     }
 }
@@ -187,7 +187,7 @@ mod tests {
                 "/woods/",
                 &Preferences::default(),
             );
-            assert!(snippets.robots.starts_with("User-agent: *\nDisallow: /woods"), "{}", snippets.robots);
+            assert!(snippets.robots.starts_with("User-agent: *\nDisallow: /woods/\n"), "{}", snippets.robots);
             for link in &snippets.links {
                 assert!(href(link).starts_with("/woods/") && href(link).ends_with('/'), "{}", link.html);
                 assert!(link.html.contains("tabindex=\"-1\"") && link.html.contains("nofollow"));

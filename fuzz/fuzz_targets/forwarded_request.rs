@@ -77,10 +77,14 @@ fuzz_target!(|data: &[u8]| {
     }
     assert!(IDENTITY.is_trusted(peer), "{address} from untrusted peer {peer}");
     // Any other answer was written in a forwarding header: an X-Forwarded-For entry, a Forwarded
-    // `for=` value (quoted or not) or X-Real-IP.
+    // `for=` value (quoted or not; a quoted one may escape characters with `\`, RFC 7230's
+    // quoted-pair) or X-Real-IP.
     let written = ["x-forwarded-for", "forwarded", "x-real-ip"].iter().any(|&name| {
         request.headers.lines(name).any(|line| {
-            line.split([',', ';', '=', '"', ' ']).any(|token| parse_address(token) == Some(address))
+            let unescaped = line.replace('\\', "");
+            [line, unescaped.as_str()].iter().any(|line| {
+                line.split([',', ';', '=', '"', ' ']).any(|token| parse_address(token) == Some(address))
+            })
         })
     });
     assert!(written, "{address} is neither the peer {peer} nor written in a forwarding header");

@@ -171,6 +171,8 @@ fn check_says_what_it_read_and_explain_shows_the_match() {
         )),
         "{said}"
     );
+    // ClaudeBot's and Amazonbot's own groups do not keep them out of the trap.
+    assert!(said.contains("the groups ClaudeBot, Amazonbot do not disallow /trap/"), "{said}");
     let explain = quagmire()
         .args(["explain", "--config", &config, "--ip", "203.0.113.5", "--host", "site.example"])
         .args(["--uri", "/private/notes", "-H", &format!("User-Agent: {AMAZONBOT}")])
