@@ -46,6 +46,9 @@ pub struct RobotsConfig {
     /// The site's origin (`http://127.0.0.1:8080`): `/robots.txt` is fetched from it with each
     /// host's `Host` header, for the hosts requests name.
     pub origin: Option<String>,
+    /// With an origin: the only hosts whose robots.txt is fetched (lowercase); empty, the first
+    /// [`MAX_HOSTS`] hosts requests name.
+    pub hosts: Vec<String>,
     /// How often fetched copies are fetched again.
     pub refresh: Duration,
     /// Longest one fetch may take.
@@ -486,8 +489,13 @@ impl Robots {
             lines.push(format!("every other host: {} ({})", any.source, any.summary()));
         }
         if let Some(origin) = &self.config.origin {
+            let hosts = if self.config.hosts.is_empty() {
+                format!("each host requests name (at most {MAX_HOSTS})")
+            } else {
+                format!("the hosts {}", self.config.hosts.join(", "))
+            };
             lines.push(format!(
-                "fetched from {origin}/robots.txt for each host requests name (at most {MAX_HOSTS}), every {} s",
+                "fetched from {origin}/robots.txt for {hosts}, every {} s",
                 self.config.refresh.as_secs()
             ));
         }
@@ -495,6 +503,10 @@ impl Robots {
     }
 
     fn want(&self, host: &str) {
+        // Hosts listed: no other is asked about, whatever requests name.
+        if !self.config.hosts.is_empty() && !self.config.hosts.iter().any(|listed| listed == host) {
+            return;
+        }
         let known = self.sites.load().by_host.len();
         // Full: no lock taken, however many unknown hosts requests name.
         if known >= MAX_HOSTS {

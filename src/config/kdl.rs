@@ -205,7 +205,7 @@ const CORPUS_KEYS: &[&str] = &["order", "embedded", "path"];
 const ADMIN_KEYS: &[&str] = &["listen", "token"];
 const DNS_KEYS: &[&str] = &["servers", "timeout-ms", "verdict-wait-ms", "lookups-per-second", "max-pending"];
 const LISTS_KEYS: &[&str] = &["refresh-hours", "timeout-seconds", "source"];
-const ROBOTS_KEYS: &[&str] = &["file", "origin", "refresh-minutes", "timeout-seconds"];
+const ROBOTS_KEYS: &[&str] = &["file", "origin", "hosts", "refresh-minutes", "timeout-seconds"];
 const PREFERENCES_KEYS: &[&str] = &["search", "ai-input", "ai-train"];
 const CROWDSEC_KEYS: &[&str] = &[
     "url",
@@ -743,6 +743,21 @@ impl Reader<'_> {
                     ));
                 }
                 self.config.robots.origin = Some(url.trim_end_matches('/').to_string());
+            }
+            "hosts" => {
+                for entry in node.entries() {
+                    match (entry.name(), entry.value()) {
+                        (None, KdlValue::String(host))
+                            if !host.trim().is_empty() && !host.contains(['/', ' ']) =>
+                        {
+                            self.config.robots.hosts.push(host.trim().to_ascii_lowercase())
+                        }
+                        (None, KdlValue::String(_)) => {
+                            return Err(self.problem(entry.span(), "not a host name", "here", None));
+                        }
+                        (_, other) => return Err(self.wrong_type(entry, "host names in quotes", other)),
+                    }
+                }
             }
             "refresh-minutes" => {
                 let entry = self.argument(node)?;

@@ -235,3 +235,20 @@ fn rules_past_the_cap_are_dropped_not_multiplied_into_gigabytes() {
     let rules: usize = robots.groups.iter().map(|group| group.rules.len()).sum();
     assert_eq!(rules, MAX_RULES);
 }
+
+#[test]
+fn with_hosts_listed_only_those_are_asked_of_the_origin() {
+    let config = RobotsConfig {
+        origin: Some("http://127.0.0.1:9".into()),
+        hosts: vec!["site.example".into()],
+        refresh: Duration::from_secs(60),
+        timeout: Duration::from_secs(1),
+        ..RobotsConfig::default()
+    };
+    let robots = Robots::new(config, Arc::new(Metrics::new())).unwrap();
+    for host in ["junk.example", "203.0.113.9", "site.example", "Site.Example:443", "other.example"] {
+        assert_eq!(robots.answer(host, GPTBOT, "/").check, RobotsCheck::None, "nothing fetched yet");
+    }
+    let wanted = robots.wanted.lock().unwrap();
+    assert_eq!(wanted.iter().map(|host| &**host).collect::<Vec<_>>(), ["site.example"]);
+}
