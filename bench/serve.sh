@@ -36,3 +36,10 @@ start_servers() {
   start_quagmire "$1" "$2"
   start_baseline "$3"
 }
+
+# /verdict requests/s, p50 and p99 at URL, sending bench/verdict.lua's browser page views for
+# $seconds over $connections connections: "requests/s p50 p99".
+wrk_verdicts() {
+  wrk -t1 -c"$connections" -d"${seconds}s" --latency -s bench/verdict.lua "$1" |
+    awk '/Requests\/sec/ {r=$2} /^ +50%/ {p50=$2} /^ +99%/ {p99=$2} END {print r, p50, p99}'
+}

@@ -56,10 +56,7 @@ done
 echo "decisions in force: ${loaded:-0}"
 rss() { awk '/VmRSS/ {print $2}' "/proc/$1/status"; }
 
-run() { # URL -> "requests/s p50 p99"
-  wrk -t1 -c"$connections" -d"${seconds}s" --latency -s bench/verdict.lua "$1" |
-    awk '/Requests\/sec/ {r=$2} /^ +50%/ {p50=$2} /^ +99%/ {p99=$2} END {print r, p50, p99}'
-}
+run() { wrk_verdicts "$1"; }
 declare -a without with
 for round in 1 2 3; do
   read -r rate p50 p99 < <(run http://127.0.0.1:18480)

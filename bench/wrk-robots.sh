@@ -19,10 +19,7 @@ printf 'robots {\n    file "*" "%s/robots.txt"\n}\n' "$dir" >"$dir/robots.kdl"
 echo "robots.txt: $(wc -l <"$dir/robots.txt") lines"
 start_quagmire 18472 18473 --config "$dir/robots.kdl"
 
-run() { # URL -> "requests/s p50 p99"
-  wrk -t1 -c"$connections" -d"${seconds}s" --latency -s bench/verdict.lua "$1" |
-    awk '/Requests\/sec/ {r=$2} /^ +50%/ {p50=$2} /^ +99%/ {p99=$2} END {print r, p50, p99}'
-}
+run() { wrk_verdicts "$1"; }
 declare -a without with
 for round in 1 2 3; do
   read -r rate p50 p99 < <(run http://127.0.0.1:18470)

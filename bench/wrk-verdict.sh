@@ -25,10 +25,7 @@ if [ -n "${BEFORE:-}" ]; then
   wait_until_up "http://127.0.0.1:18454/health"
 fi
 
-run() { # URL -> "requests/s p50 p99"
-  wrk -t1 -c"$connections" -d"${seconds}s" --latency -s bench/verdict.lua "$1" |
-    awk '/Requests\/sec/ {r=$2} /^ +50%/ {p50=$2} /^ +99%/ {p99=$2} END {print r, p50, p99}'
-}
+run() { wrk_verdicts "$1"; }
 declare -a verdict_rates base_rates bare_rates before_rates
 for round in 1 2; do
   read -r rate p50 p99 < <(run http://127.0.0.1:18459)

@@ -638,11 +638,7 @@ impl Reader<'_> {
         match node.name().value() {
             "refresh-hours" => {
                 let entry = self.argument(node)?;
-                let hours = match entry.value() {
-                    KdlValue::Integer(hours) => *hours as f64,
-                    KdlValue::Float(hours) => *hours,
-                    other => return Err(self.wrong_type(entry, "a number of hours", other)),
-                };
+                let hours = self.decimal(entry, "a number of hours")?;
                 if !(hours == 0.0 || (MIN_REFRESH_HOURS..=8760.0).contains(&hours)) {
                     return Err(self.problem(
                         entry.span(),
@@ -761,11 +757,7 @@ impl Reader<'_> {
             }
             "refresh-minutes" => {
                 let entry = self.argument(node)?;
-                let minutes = match entry.value() {
-                    KdlValue::Integer(minutes) => *minutes as f64,
-                    KdlValue::Float(minutes) => *minutes,
-                    other => return Err(self.wrong_type(entry, "a number of minutes", other)),
-                };
+                let minutes = self.decimal(entry, "a number of minutes")?;
                 if !(0.05..=10_080.0).contains(&minutes) {
                     return Err(self.problem(
                         entry.span(),
@@ -1062,6 +1054,15 @@ impl Reader<'_> {
         match entry.value() {
             KdlValue::String(text) => Ok(text.clone()),
             other => Err(self.wrong_type(entry, "a string in quotes", other)),
+        }
+    }
+
+    /// A whole or decimal number (`24`, `0.5`), or an error saying `expected`.
+    fn decimal(&self, entry: &KdlEntry, expected: &str) -> Checked<f64> {
+        match entry.value() {
+            KdlValue::Integer(value) => Ok(*value as f64),
+            KdlValue::Float(value) => Ok(*value),
+            other => Err(self.wrong_type(entry, expected, other)),
         }
     }
 
