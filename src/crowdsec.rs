@@ -34,6 +34,21 @@ pub enum KeySource {
     File(PathBuf),
 }
 
+impl KeySource {
+    /// The secret: the variable's value, or the file's first line (at most 4 KiB read); what is
+    /// missing, in words, otherwise.
+    fn read(&self) -> Result<String, String> {
+        match self {
+            KeySource::Env(name) => {
+                std::env::var(name).map_err(|_| format!("the environment variable {name} is not set"))
+            }
+            KeySource::File(path) => crate::bounded_file::read(path, 4096)
+                .map(|bytes| String::from_utf8_lossy(&bytes).lines().next().unwrap_or("").trim().to_string())
+                .map_err(|error| format!("cannot read {}: {error}", path.display())),
+        }
+    }
+}
+
 /// The CrowdSec Local API quagmire pulls decisions from.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct CrowdSecConfig {
@@ -79,17 +94,9 @@ pub enum CrowdSecError {
     /// No bouncer key configured.
     #[error("crowdsec {{ url }} needs bouncer-key-env or bouncer-key-file")]
     NoKey,
-    /// The key's environment variable is not set.
-    #[error("the CrowdSec bouncer key: the environment variable {0} is not set")]
-    KeyEnv(String),
-    /// The key's file cannot be read.
-    #[error("the CrowdSec bouncer key: cannot read {path}: {source}")]
-    KeyFile {
-        /// The file.
-        path: PathBuf,
-        /// Why.
-        source: std::io::Error,
-    },
+    /// The key's variable is not set, or its file cannot be read.
+    #[error("the CrowdSec bouncer key: {0}")]
+    Key(String),
     /// The HTTP client cannot be made.
     #[error("the CrowdSec client: {0}")]
     Client(String),
@@ -186,16 +193,12 @@ impl CrowdSec {
         let client = match &config.url {
             None => None,
             Some(_) => {
-                let key = match config.bouncer_key.as_ref().ok_or(CrowdSecError::NoKey)? {
-                    KeySource::Env(name) => {
-                        std::env::var(name).map_err(|_| CrowdSecError::KeyEnv(name.clone()))?
-                    }
-                    KeySource::File(path) => crate::bounded_file::read(path, 4096)
-                        .map(|bytes| {
-                            String::from_utf8_lossy(&bytes).lines().next().unwrap_or("").trim().to_string()
-                        })
-                        .map_err(|source| CrowdSecError::KeyFile { path: path.clone(), source })?,
-                };
+                let key = config
+                    .bouncer_key
+                    .as_ref()
+                    .ok_or(CrowdSecError::NoKey)?
+                    .read()
+                    .map_err(CrowdSecError::Key)?;
                 let fetcher = Fetcher::new(Options {
                     timeout: config.timeout,
                     max_bytes: 256 << 20,
@@ -215,18 +218,7 @@ impl CrowdSec {
             }
             (Some(_), _, None) => return Err(CrowdSecError::Password("machine-id needs url".into())),
             (Some(_), Some(source), Some(_)) => {
-                let password = match source {
-                    KeySource::Env(name) => std::env::var(name).map_err(|_| {
-                        CrowdSecError::Password(format!("the environment variable {name} is not set"))
-                    })?,
-                    KeySource::File(path) => crate::bounded_file::read(path, 4096)
-                        .map(|bytes| {
-                            String::from_utf8_lossy(&bytes).lines().next().unwrap_or("").trim().to_string()
-                        })
-                        .map_err(|error| {
-                            CrowdSecError::Password(format!("cannot read {}: {error}", path.display()))
-                        })?,
-                };
+                let password = source.read().map_err(CrowdSecError::Password)?;
                 let (sender, receiver) = tokio::sync::mpsc::channel(QUEUED_REPORTS);
                 Some(Watcher {
                     password,

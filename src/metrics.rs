@@ -164,8 +164,10 @@ pub struct Metrics {
     crowdsec_alerts: Family<OutcomeLabels, Counter>,
     crowdsec_alerts_queued: Gauge,
     /// The crawler labels the robots.txt counts use so far (read without a lock).
-    robots_labels: ArcSwap<std::collections::HashSet<String>>,
-    robots_labels_added: Mutex<()>,
+    /// Per crawler label, its (obeyed, ignored) counters, resolved once: a crawler's request
+    /// neither builds a label nor takes the families' lock.
+    robots_counters: ArcSwap<HashMap<String, (Counter, Counter)>>,
+    robots_counters_added: Mutex<()>,
     /// ASNs with a label of their own, read without a lock on every verdict.
     asn_labelled: ArcSwap<HashMap<u32, String>>,
     /// How often each candidate ASN was seen.
@@ -374,8 +376,8 @@ impl Metrics {
                 "Reports waiting to be sent to the CrowdSec Local API as alerts",
                 Gauge::default(),
             ),
-            robots_labels: ArcSwap::from_pointee(std::collections::HashSet::new()),
-            robots_labels_added: Mutex::new(()),
+            robots_counters: ArcSwap::from_pointee(HashMap::new()),
+            robots_counters_added: Mutex::new(()),
             asn_labelled: ArcSwap::from_pointee(HashMap::new()),
             asn_seen: Mutex::new(AsnCounts::default()),
             registry,
@@ -487,21 +489,32 @@ impl Metrics {
 
     /// A crawler's request for a path the site's robots.txt allows it (`ignored`: disallows).
     pub fn robots(&self, crawler: &str, ignored: bool) {
-        let labels = self.robots_labels.load();
-        let crawler = if labels.contains(crawler) {
-            crawler
-        } else if labels.len() >= ROBOTS_LABELS {
-            "other"
-        } else {
-            drop(labels);
-            let _adding = self.robots_labels_added.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-            let mut labels = (**self.robots_labels.load()).clone();
-            labels.insert(crawler.to_string());
-            self.robots_labels.store(Arc::new(labels));
-            crawler
+        let count = |(obeyed, ignored_counter): &(Counter, Counter)| {
+            if ignored {
+                ignored_counter.inc()
+            } else {
+                obeyed.inc()
+            };
         };
-        let family = if ignored { &self.robots_ignored } else { &self.robots_obeyed };
-        family.get_or_create(&RobotsLabels { crawler: crawler.to_string() }).inc();
+        let counters = self.robots_counters.load();
+        let label =
+            if counters.contains_key(crawler) || counters.len() < ROBOTS_LABELS { crawler } else { "other" };
+        if let Some(pair) = counters.get(label) {
+            count(pair);
+            return;
+        }
+        drop(counters);
+        let _adding = self.robots_counters_added.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        let mut counters = (**self.robots_counters.load()).clone();
+        let labels = RobotsLabels { crawler: label.to_string() };
+        let pair = counters.entry(label.to_string()).or_insert_with(|| {
+            (
+                self.robots_obeyed.get_or_create(&labels).clone(),
+                self.robots_ignored.get_or_create(&labels).clone(),
+            )
+        });
+        count(pair);
+        self.robots_counters.store(Arc::new(counters));
     }
 
     /// A pull of the CrowdSec decision stream, and whether it succeeded.

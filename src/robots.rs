@@ -428,17 +428,13 @@ impl Robots {
         }
         let host = host_key(host);
         match sites.by_host.get(host.as_ref()) {
-            Some(Some(robots)) => robots.answer(user_agent, uri),
-            Some(None) => {
-                sites.any.as_ref().map_or_else(RobotsAnswer::default, |any| any.answer(user_agent, uri))
-            }
-            None => {
-                if self.fetcher.is_some() && !host.is_empty() {
-                    self.want(&host);
-                }
-                sites.any.as_ref().map_or_else(RobotsAnswer::default, |any| any.answer(user_agent, uri))
-            }
+            Some(Some(robots)) => return robots.answer(user_agent, uri),
+            // Asked of the origin, which has none for it.
+            Some(None) => {}
+            None if self.fetcher.is_some() && !host.is_empty() => self.want(&host),
+            None => {}
         }
+        sites.any.as_ref().map_or_else(RobotsAnswer::default, |any| any.answer(user_agent, uri))
     }
 
     /// The robots.txt that answers for `host`, for `explain`.

@@ -728,16 +728,11 @@ impl Reader<'_> {
                 self.config.robots.files.push((host, self.base.join(path)));
             }
             "origin" => {
-                let url = self.string(node)?;
-                if let Err(message) = crate::outbound::check_url(&url) {
-                    let entry = self.argument(node)?;
-                    return Err(self.problem(
-                        entry.span(),
-                        format!("`{url}` cannot be the origin: {message}"),
-                        "here",
-                        Some("the site's own server, such as `origin \"http://127.0.0.1:8080\"`".into()),
-                    ));
-                }
+                let url = self.http_url(
+                    node,
+                    "the origin",
+                    "the site's own server, such as `origin \"http://127.0.0.1:8080\"`",
+                )?;
                 self.config.robots.origin = Some(url.trim_end_matches('/').to_string());
             }
             "hosts" => {
@@ -780,16 +775,7 @@ impl Reader<'_> {
         use crate::crowdsec::KeySource;
         match node.name().value() {
             "url" => {
-                let url = self.string(node)?;
-                if let Err(message) = crate::outbound::check_url(&url) {
-                    let entry = self.argument(node)?;
-                    return Err(self.problem(
-                        entry.span(),
-                        format!("`{url}` cannot be the Local API: {message}"),
-                        "here",
-                        Some("such as `url \"http://127.0.0.1:8080\"`".into()),
-                    ));
-                }
+                let url = self.http_url(node, "the Local API", "such as `url \"http://127.0.0.1:8080\"`")?;
                 self.config.crowdsec.url = Some(url);
             }
             "bouncer-key-env" => self.config.crowdsec.bouncer_key = Some(KeySource::Env(self.string(node)?)),
@@ -1055,6 +1041,22 @@ impl Reader<'_> {
             KdlValue::String(text) => Ok(text.clone()),
             other => Err(self.wrong_type(entry, "a string in quotes", other)),
         }
+    }
+
+    /// An absolute `http` or `https` URL with a host, for a service quagmire asks (`what`), or an
+    /// error that points at it with `example`.
+    fn http_url(&self, node: &KdlNode, what: &str, example: &str) -> Checked<String> {
+        let url = self.string(node)?;
+        if let Err(message) = crate::outbound::check_url(&url) {
+            let entry = self.argument(node)?;
+            return Err(self.problem(
+                entry.span(),
+                format!("`{url}` cannot be {what}: {message}"),
+                "here",
+                Some(example.into()),
+            ));
+        }
+        Ok(url)
     }
 
     /// A whole or decimal number (`24`, `0.5`), or an error saying `expected`.

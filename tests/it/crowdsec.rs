@@ -294,18 +294,11 @@ async fn a_client_that_walks_the_trap_is_reported_to_crowdsec_once_with_a_decisi
     // One alert with quagmire's scenario and the ban it asked for, which the bouncer then pulls.
     let started = Instant::now();
     let alerts = loop {
-        let listed: serde_json::Value = serde_json::from_str(&api.cscli(&["alerts", "list", "-o", "json"]))
-            .unwrap_or(serde_json::Value::Null);
-        let ours: Vec<serde_json::Value> = listed
-            .as_array()
-            .map(|alerts| {
-                alerts.iter().filter(|alert| alert["scenario"] == "quagmire/trap-walker").cloned().collect()
-            })
-            .unwrap_or_default();
+        let ours = trap_walker_alerts(&api);
         if !ours.is_empty() {
             break ours;
         }
-        assert!(started.elapsed() < Duration::from_secs(30), "no alert in CrowdSec after 30 s: {listed}");
+        assert!(started.elapsed() < Duration::from_secs(30), "no quagmire alert in CrowdSec after 30 s");
         tokio::time::sleep(Duration::from_millis(200)).await;
     };
     assert_eq!(alerts.len(), 1, "{alerts:?}");
@@ -320,9 +313,19 @@ async fn a_client_that_walks_the_trap_is_reported_to_crowdsec_once_with_a_decisi
         rule_for(&server, walker).await;
     }
     tokio::time::sleep(Duration::from_millis(2500)).await;
-    let listed: serde_json::Value =
-        serde_json::from_str(&api.cscli(&["alerts", "list", "-o", "json"])).unwrap();
-    let ours =
-        listed.as_array().unwrap().iter().filter(|alert| alert["scenario"] == "quagmire/trap-walker").count();
-    assert_eq!(ours, 1, "{listed}");
+    let ours = trap_walker_alerts(&api);
+    assert_eq!(ours.len(), 1, "{ours:?}");
+}
+
+/// The alerts with quagmire's trap-walker scenario that `cscli alerts list` shows (it prints
+/// `null` for none).
+fn trap_walker_alerts(api: &CrowdSec) -> Vec<serde_json::Value> {
+    let listed: serde_json::Value = serde_json::from_str(&api.cscli(&["alerts", "list", "-o", "json"]))
+        .unwrap_or(serde_json::Value::Null);
+    listed
+        .as_array()
+        .map(|alerts| {
+            alerts.iter().filter(|alert| alert["scenario"] == "quagmire/trap-walker").cloned().collect()
+        })
+        .unwrap_or_default()
 }
