@@ -1,8 +1,10 @@
 -- quagmire's default ruleset.
 --
--- The script returns a list of rules. Rules run in order; the first one that returns "allow" or
--- "trap" (followed by a reason) decides. A rule that returns nothing passes the request on. A
--- request that no rule decides is allowed.
+-- The script returns a list of rules. Rules run in order; the first one that returns "allow",
+-- "trap" or "challenge" (followed by a reason) decides. A rule that returns nothing passes the
+-- request on. A request that no rule decides is allowed. A challenge shows the client a page that
+-- a browser answers by itself (a second of proof of work, or a few seconds' wait without
+-- JavaScript) and that earns it a pass cookie; a program that does not answer is trapped.
 --
 -- `r` is the request, read-only: r.method, r.proto, r.host, r.uri, r.path, r.query,
 -- r.user_agent, r.ip, r.key (the client key: address or IPv6 /64), r.asn, r.asn_org,
@@ -27,6 +29,12 @@
 --       if r.signed_agent == "chatgpt.com" then return "allow", "signed by " .. r.signed_agent end
 --     end },
 --
+-- r.pass is the valid pass the request carries (config: challenge { }), or nil: a table with id,
+-- earned ("work" or "wait"), age (seconds), networks (IPv4 /24s and IPv6 /48s it was used from in
+-- the burn window), trap_hits, trap_score and request_rate (its own, across every address it was
+-- used from), and burned (why it is burned: "trap_hits", "networks" or "pages"; nil while good).
+-- r.challenges is how many challenges the client was shown since it last answered one.
+--
 -- Helpers: lists.<file name> for each list under rules/lists/ (ai-crawlers.txt is
 -- lists.ai_crawlers); list:find(ua | ip | asn | path) returns the match or nil; for labelled network
 -- lists, list:claimed(ua) returns the label the user agent names. browser(ua) returns the
@@ -34,7 +42,8 @@
 -- re.test(s, regex), re.find(s, regex [, init]) and re.match(s, regex) match regular expressions
 -- (Rust regex syntax) in linear time; Lua patterns work only without quantifiers (* + - ?) and
 -- %b, since their matching can take exponential time.
--- trap_threshold is the configured trap score threshold.
+-- trap_threshold is the configured trap score threshold; challenge_unanswered and
+-- challenge_everyone are challenge { unanswered } and challenge { everyone }.
 --
 -- Nothing a rule changes outlives its request: libraries and every table the rules can reach
 -- (globals, captured locals, nested) are read-only, a rule may not assign a local declared
@@ -66,6 +75,20 @@ local PAGE_EXTENSIONS = {
   html = true, htm = true, xhtml = true, shtml = true, php = true, asp = true, aspx = true,
   jsp = true, cgi = true, pl = true,
 }
+
+-- Whether a request is a top-level page view: browsers mark their own (Sec-Fetch-Dest: document);
+-- without fetch metadata (plain http, older browsers), a GET that accepts HTML. Prefetches are not.
+local function is_page_view(r)
+  if r.method ~= "GET" or r:header("sec-purpose") or r:header("purpose") then
+    return false
+  end
+  local dest = r:header("sec-fetch-dest")
+  if dest then
+    return string.lower(dest) == "document"
+  end
+  local accept = r:header("accept")
+  return accept ~= nil and string.find(accept, "text/html", 1, true) ~= nil
+end
 
 -- Whether a request is for a page rather than a file (an image, a script, an archive, data) or a
 -- feed asked for by its query (`/?feed=rss2` in WordPress, `?format=feed` in Joomla).
@@ -130,16 +153,45 @@ return {
     end,
   },
   {
-    -- A client under a CrowdSec decision (a ban or a captcha on its address or a range holding
-    -- it, from the site's CrowdSec: config crowdsec { }) is trapped: the trap is the
-    -- remediation, poison rather than a block page. A captcha gets the trap too, as quagmire has
-    -- no challenge of its own yet.
+    -- A pass follows its holder across addresses (config: challenge { }). One whose holders
+    -- walked the trap, used it from more networks in an hour than one person's devices are on (a
+    -- solved cookie shared across a proxy pool), or viewed pages faster than any reader is
+    -- burned: whoever holds it is trapped, from any address, on every replica sharing the store.
+    name = "burned-pass",
+    check = function(r)
+      local pass = r.pass
+      if pass and pass.burned then
+        return "trap", "pass burned (" .. pass.burned .. ")"
+      end
+    end,
+  },
+  {
+    -- A browser answers a challenge by itself within seconds. A client shown one again and again
+    -- without answering is a program reading the page rather than running it.
+    name = "unanswered-challenges",
+    check = function(r)
+      if r.pass == nil and r.challenges >= challenge_unanswered then
+        return "trap", string.format("%d challenges unanswered", r.challenges)
+      end
+    end,
+  },
+  {
+    -- A client under a CrowdSec decision (on its address or a range holding it, from the site's
+    -- CrowdSec: config crowdsec { }): a ban is trapped, as the trap is the remediation (poison
+    -- rather than a block page); a captcha is challenged until it holds a pass.
     name = "crowdsec",
     check = function(r)
       local decision = r.crowdsec
-      if decision then
-        return "trap", string.format("CrowdSec %s (%s)", decision.type, decision.scenario)
+      if decision == nil then
+        return
       end
+      if decision.type == "captcha" then
+        if r.pass == nil then
+          return "challenge", string.format("CrowdSec captcha (%s)", decision.scenario)
+        end
+        return
+      end
+      return "trap", string.format("CrowdSec %s (%s)", decision.type, decision.scenario)
     end,
   },
   {
@@ -294,6 +346,39 @@ return {
       end
       if is_page(r) then
         return "trap", library .. " asking for a page"
+      end
+    end,
+  },
+  {
+    -- Browser page views that cannot be told from a crawler driving a real browser are
+    -- challenged, once: a person answers without noticing (a second's work, or a five-second
+    -- wait without JavaScript) and reads on with a pass, whose pace and trap hits then follow
+    -- them across addresses; a crawler pays for every pass, and is tracked and burned by it.
+    -- Only top-level page views of browsers without a pass: subresources, fetch() calls, feeds,
+    -- files and everything allowed above (robots.txt, /.well-known/, verified crawlers, link
+    -- previews, archives) never are.
+    -- Who, by default: from datacenter and cloud networks, where people are few (VPN users pay a
+    -- second once) and crawlers driving real browsers live; from any network, a browser over the
+    -- request quota (a person does not read 120 pages a minute; a crawler on rented home
+    -- addresses does) or with a trap hit on its record (people never see trap links; one stray
+    -- hit is not enough to trap, but enough to ask). With challenge { everyone #true }, every
+    -- browser page view without a pass, for a site under attack.
+    name = "challenge-browsers",
+    check = function(r)
+      if r.pass or not is_page_view(r) or not is_page(r) or browser(r.user_agent) == nil then
+        return
+      end
+      if challenge_everyone then
+        return "challenge", "browser page view without a pass (challenge { everyone })"
+      end
+      if r.asn and lists.datacenter_asns:find(r.asn) then
+        return "challenge", string.format("browser page view from AS%d without a pass", r.asn)
+      end
+      if r.rate_limited then
+        return "challenge", "browser over the request quota without a pass"
+      end
+      if r.trap_score >= 1 then
+        return "challenge", string.format("browser with trap score %.1f without a pass", r.trap_score)
       end
     end,
   },

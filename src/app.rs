@@ -5,6 +5,7 @@ use std::time::Instant;
 
 use tokio::sync::Semaphore;
 
+use crate::challenge::Challenger;
 use crate::client::ClientIdentity;
 use crate::client_state::ClientStates;
 use crate::client_state::store::Store;
@@ -21,6 +22,7 @@ use crate::robots::{Robots, RobotsError};
 use crate::rules::{Rules, RulesError};
 use crate::secret::Secret;
 use crate::signature::Signatures;
+use crate::snippets::Snippets;
 use crate::trap_url::TrapUrls;
 
 /// Everything the handlers share, built once.
@@ -49,6 +51,8 @@ pub struct App {
     pub(crate) robots: Arc<Robots>,
     /// The CrowdSec decisions in force.
     pub(crate) crowdsec: Arc<CrowdSec>,
+    /// Challenges, their answers and passes.
+    pub(crate) challenges: Challenger,
     /// Which trap verdicts get a log line (one per rule and client a minute).
     pub(crate) trap_lines: crate::log_sink::TrapLines,
 }
@@ -146,6 +150,12 @@ impl App {
             "trained the Markov model"
         );
         let urls = TrapUrls::new(secret.as_bytes());
+        // The challenge page carries the first and last of the site's own hidden links.
+        let snippets =
+            Snippets::new(secret.as_bytes(), &urls, &config.verdict.redirect_prefix, &config.preferences);
+        let mut links = snippets.links.into_iter().map(|placement| placement.html);
+        let (first, last) = (links.next().unwrap_or_default(), links.next_back().unwrap_or_default());
+        let challenges = Challenger::new(config.challenge.clone(), secret.as_bytes(), [first, last]);
         let mut generator = Generator::new(chain, urls, config.trap.page.clone(), secret.as_bytes());
         if let Some(template) = template {
             generator = generator.with_template(template);
@@ -181,6 +191,7 @@ impl App {
             signatures,
             robots,
             crowdsec,
+            challenges,
             trap_lines: crate::log_sink::TrapLines::new(),
         })
     }

@@ -130,3 +130,40 @@ pub struct CrowdSecDecision {
     /// Where it came from: `crowdsec`, `cscli`, `CAPI`, a list's name.
     pub origin: Arc<str>,
 }
+
+/// How a pass was earned: the answer its holder gave to a challenge.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Earned {
+    /// A proof of work, computed by the page's script.
+    Work,
+    /// The no-JavaScript path: the client waited out the refresh.
+    Wait,
+}
+
+impl Earned {
+    /// `work` or `wait`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Earned::Work => "work",
+            Earned::Wait => "wait",
+        }
+    }
+}
+
+/// A valid pass the request carried, and what its holders have done with it: the pass is an
+/// identity, so its request rate and trap hits are kept like a client's, beside the address's.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PassFacts {
+    /// The pass's random id (its client key is `pass:<id in hex>`).
+    pub id: u128,
+    /// Seconds since it was earned.
+    pub age: u64,
+    /// How it was earned.
+    pub earned: Earned,
+    /// Networks (IPv4 /24, IPv6 /48) it was used from within the burn window, this one included.
+    pub networks: u32,
+    /// Its own trap hits and request rate, including this request.
+    pub history: crate::client_state::History,
+    /// Why it is burned (`trap_hits`, `networks`, `pages`), or `None` while it is good.
+    pub burned: Option<&'static str>,
+}

@@ -102,8 +102,9 @@ impl ClientIdentity {
     }
 }
 
-/// The identity behaviour is tracked under: an address masked to a prefix. Ordered by family
-/// (IPv4 first), then address, then prefix.
+/// The identity behaviour is tracked under: an address masked to a prefix, or a challenge pass
+/// (which follows its holder across addresses). Ordered by family (IPv4 first, passes last), then
+/// address, then prefix.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct ClientKey {
     family: Family,
@@ -115,9 +116,16 @@ pub struct ClientKey {
 enum Family {
     V4,
     V6,
+    /// A pass id (`bits`), prefix 128.
+    Pass,
 }
 
 impl ClientKey {
+    /// The key a pass's behaviour is remembered under (its id).
+    pub(crate) fn pass(id: u128) -> ClientKey {
+        ClientKey { family: Family::Pass, bits: id, prefix: 128 }
+    }
+
     /// Whether this key is `address` itself (a full-length prefix), so its text is the address's.
     /// An IPv4-mapped IPv6 address is not: its text differs from its key's.
     pub fn is_address(&self, address: IpAddr) -> bool {
@@ -128,9 +136,10 @@ impl ClientKey {
         }
     }
 
-    /// The network this key stands for (an address, or an IPv6 /64).
-    pub(crate) fn network(&self) -> ipnet::IpNet {
-        match self.family {
+    /// The network this key stands for (an address, or an IPv6 /64); `None` for a pass.
+    pub(crate) fn network(&self) -> Option<ipnet::IpNet> {
+        Some(match self.family {
+            Family::Pass => return None,
             Family::V4 => ipnet::IpNet::V4(
                 ipnet::Ipv4Net::new(std::net::Ipv4Addr::from(self.bits as u32), self.prefix)
                     .unwrap_or_default(),
@@ -138,13 +147,14 @@ impl ClientKey {
             Family::V6 => ipnet::IpNet::V6(
                 ipnet::Ipv6Net::new(std::net::Ipv6Addr::from(self.bits), self.prefix).unwrap_or_default(),
             ),
-        }
+        })
     }
 }
 
 impl fmt::Display for ClientKey {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self.family {
+            Family::Pass => write!(f, "pass:{:032x}", self.bits),
             Family::V4 => {
                 let address = std::net::Ipv4Addr::from(self.bits as u32);
                 if self.prefix == 32 {
@@ -178,6 +188,10 @@ impl std::str::FromStr for ClientKey {
     /// masked to the prefix, so a tampered text can never name more than its prefix covers.
     fn from_str(text: &str) -> Result<Self, Self::Err> {
         let invalid = || ClientKeyError(text.chars().take(64).collect());
+        if let Some(id) = text.strip_prefix("pass:") {
+            let id = (id.len() == 32).then(|| u128::from_str_radix(id, 16).ok()).flatten();
+            return id.map(ClientKey::pass).ok_or_else(invalid);
+        }
         let (address, prefix) = match text.split_once('/') {
             Some((address, prefix)) => (address, Some(prefix.parse::<u8>().map_err(|_| invalid())?)),
             None => (text, None),

@@ -60,8 +60,11 @@ pub struct Config {
     pub preferences: Preferences,
     /// The CrowdSec Local API whose decisions the rules see.
     pub crowdsec: CrowdSecConfig,
+    /// The challenge verdict: its difficulty, the pass, the reserved path, the burn limits.
+    pub challenge: ChallengeConfig,
 }
 
+pub(crate) use crate::challenge::ChallengeConfig;
 pub(crate) use crate::crawler::DnsConfig;
 pub(crate) use crate::crowdsec::CrowdSecConfig;
 pub(crate) use crate::robots::RobotsConfig;
@@ -237,6 +240,8 @@ impl Config {
                 limits: Limits { time: Duration::ZERO, memory: 0 },
                 workers: 0,
                 trap_threshold: 0.0,
+                challenge_everyone: false,
+                challenge_unanswered: 0,
             },
             trap: TrapConfig {
                 listen: unspecified,
@@ -271,6 +276,21 @@ impl Config {
             robots: RobotsConfig::default(),
             preferences: Preferences::default(),
             crowdsec: CrowdSecConfig::default(),
+            challenge: ChallengeConfig {
+                difficulty: 0,
+                pass_lifetime: Duration::ZERO,
+                path: String::new(),
+                wait: Duration::ZERO,
+                unanswered: 0,
+                everyone: false,
+                burn: crate::challenge::BurnLimits {
+                    trap_hits: 0,
+                    networks: 0,
+                    window: Duration::ZERO,
+                    pages_per_minute: 0,
+                    page_burst: 0,
+                },
+            },
         }
     }
 }

@@ -266,12 +266,13 @@ impl CrowdSec {
         } else {
             return;
         };
+        let Some(network) = facts.key.network() else { return };
         if watcher.reported.contains_key(&facts.key) {
             return;
         }
         watcher.reported.insert(facts.key, ());
         let report = Report {
-            network: facts.key.network(),
+            network,
             scenario,
             rule: rule.clone(),
             trap_hits: facts.history.trap_hits,

@@ -42,6 +42,10 @@ pub struct Facts {
     pub crowdsec: Option<Arc<CrowdSecDecision>>,
     /// Which headers the request's source carried: all, live; some, for a replayed log line.
     pub coverage: Coverage,
+    /// The valid pass the request carried, and what its holders did with it.
+    pub pass: Option<crate::claims::PassFacts>,
+    /// Challenges the client was shown since it last answered one.
+    pub challenges: u32,
 }
 
 /// Which of a request's headers its source carried. A live request carries every header the

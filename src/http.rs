@@ -1,12 +1,15 @@
 //! The HTTP surface, in one screen: the listeners and their routes. The only module that knows
 //! axum or HTTP types.
 //!
-//! - verdict listener: `/verdict` (any method; see [`verdict`]), `/health`, and, without an admin
-//!   listener, `/metrics` (Prometheus) and `/api/trapped` (see [`admin`]);
+//! - verdict listener: `/verdict` (any method; see [`verdict`]), `/health`, `/challenge` (the
+//!   challenge page for nginx), the reserved challenge path (`/.quagmire/answer`, its script and
+//!   worker; see [`challenge`]), and, without an admin listener, `/metrics` (Prometheus) and
+//!   `/api/trapped` (see [`admin`]);
 //! - admin listener (`admin { listen }`): `/metrics`, `/api/trapped` and `/health`;
 //! - trap listener: every method and path is a generated page (see [`trap`]).
 
 pub(crate) mod admin;
+mod challenge;
 mod listener;
 pub(crate) mod trap;
 pub(crate) mod verdict;
@@ -30,7 +33,14 @@ const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
 
 /// Routes of the verdict listener; the admin routes too when they have no listener of their own.
 pub fn verdict_router(app: Arc<App>) -> Router {
-    let router = Router::new().route("/verdict", any(verdict::verdict)).route("/health", any(health));
+    let path = &app.config.challenge.path;
+    let router = Router::new()
+        .route("/verdict", any(verdict::verdict))
+        .route("/health", any(health))
+        .route("/challenge", any(challenge::page_for_proxy))
+        .route(&format!("{path}answer"), get(challenge::answer))
+        .route(&format!("{path}challenge.js"), get(challenge::script))
+        .route(&format!("{path}worker.js"), get(challenge::worker));
     let router = if app.config.admin.listen.is_none() { with_admin_routes(router, &app) } else { router };
     router.with_state(app)
 }

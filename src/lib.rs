@@ -17,6 +17,7 @@
 
 mod app;
 mod bounded_file;
+mod challenge;
 mod claims;
 mod client;
 mod client_state;

@@ -70,6 +70,16 @@ struct OutcomeLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ResultLabels {
+    result: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ReasonLabels {
+    reason: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct RobotsLabels {
     crawler: String,
 }
@@ -163,6 +173,11 @@ pub struct Metrics {
     crowdsec_matched: Counter,
     crowdsec_alerts: Family<OutcomeLabels, Counter>,
     crowdsec_alerts_queued: Gauge,
+    challenges_issued: Counter,
+    challenge_answers: Family<ResultLabels, Counter>,
+    challenge_solve_seconds: Family<ResultLabels, Histogram, fn() -> Histogram>,
+    passes: Family<ResultLabels, Counter>,
+    passes_burned: Family<ReasonLabels, Counter>,
     /// The crawler labels the robots.txt counts use so far (read without a lock).
     /// Per crawler label, its (obeyed, ignored) counters, resolved once: a crawler's request
     /// neither builds a label nor takes the families' lock.
@@ -376,6 +391,38 @@ impl Metrics {
                 "Reports waiting to be sent to the CrowdSec Local API as alerts",
                 Gauge::default(),
             ),
+            challenges_issued: register(
+                r,
+                "challenges_issued",
+                "Challenge pages answered to verdicts (enforce mode; shadow mode counts only verdicts)",
+                Counter::default(),
+            ),
+            challenge_answers: register(
+                r,
+                "challenge_answers",
+                "Answers to challenges, by result: work or wait (a pass earned), or why one was refused",
+                Family::default(),
+            ),
+            challenge_solve_seconds: register_in(
+                r,
+                "challenge_solve",
+                "Time from a challenge's issue to its accepted answer, by how the pass was earned",
+                Unit::Seconds,
+                // 50 ms to about 51 s: a proof of work takes about a second, a wait five.
+                Family::new_with_constructor(|| Histogram::new(exponential_buckets(0.05, 2.0, 11))),
+            ),
+            passes: register(
+                r,
+                "passes",
+                "Pass cookies on verdict requests, by result (valid, invalid: forged, tampered or another secret's; expired)",
+                Family::default(),
+            ),
+            passes_burned: register(
+                r,
+                "passes_burned",
+                "Passes burned, by reason (trap_hits, networks, pages)",
+                Family::default(),
+            ),
             robots_counters: ArcSwap::from_pointee(HashMap::new()),
             robots_counters_added: Mutex::new(()),
             asn_labelled: ArcSwap::from_pointee(HashMap::new()),
@@ -403,6 +450,32 @@ impl Metrics {
         self.verdicts_by_family
             .get_or_create(&FamilyLabels { family: remembered_family(user_agent), verdict })
             .inc();
+    }
+
+    /// Counts a challenge page answered to a verdict.
+    pub fn challenge_issued(&self) {
+        self.challenges_issued.inc();
+    }
+
+    /// Counts an answer to a challenge: `result` is how the pass was earned (`work`, `wait`),
+    /// with the time since the challenge was issued, or why the answer was refused.
+    pub fn challenge_answer(&self, result: &'static str, solved_in: Option<Duration>) {
+        self.challenge_answers.get_or_create(&ResultLabels { result }).inc();
+        if let Some(solved_in) = solved_in {
+            self.challenge_solve_seconds
+                .get_or_create(&ResultLabels { result })
+                .observe(solved_in.as_secs_f64());
+        }
+    }
+
+    /// Counts a pass cookie a verdict request carried: `valid`, `invalid` or `expired`.
+    pub fn pass(&self, result: &'static str) {
+        self.passes.get_or_create(&ResultLabels { result }).inc();
+    }
+
+    /// Counts a pass burned, by reason.
+    pub fn pass_burned(&self, reason: &'static str) {
+        self.passes_burned.get_or_create(&ReasonLabels { reason }).inc();
     }
 
     /// Counts a trap page of `bytes`.
@@ -622,7 +695,7 @@ impl Metrics {
         let mut grown = HashMap::clone(&labelled);
         if let (true, Some((_, evicted))) = (replace, weakest) {
             grown.remove(&evicted);
-            for verdict in [Verdict::Allow, Verdict::Trap] {
+            for verdict in [Verdict::Allow, Verdict::Trap, Verdict::Challenge] {
                 self.verdicts_by_asn
                     .remove(&AsnLabels { asn: evicted.to_string(), verdict: verdict.as_str() });
             }
@@ -793,6 +866,11 @@ mod tests {
         metrics.crowdsec_matched();
         metrics.crowdsec_alerts("sent", 1);
         metrics.crowdsec_alerts_queued(4);
+        metrics.challenge_issued();
+        metrics.challenge_answer("work", Some(Duration::from_millis(1200)));
+        metrics.challenge_answer("replayed", None);
+        metrics.pass("invalid");
+        metrics.pass_burned("networks");
         let text = metrics.render(12, 3, Scope::Replica);
         let expected = [
             "quagmire_crawler_checks_total{check=\"ranges\"} 1",
@@ -829,6 +907,13 @@ mod tests {
             "quagmire_crowdsec_matched_total 1",
             "quagmire_crowdsec_alerts_total{outcome=\"sent\"} 1",
             "quagmire_crowdsec_alerts_queued 4",
+            "quagmire_challenges_issued_total 1",
+            "quagmire_challenge_answers_total{result=\"work\"} 1",
+            "quagmire_challenge_answers_total{result=\"replayed\"} 1",
+            "quagmire_challenge_solve_seconds_bucket{le=\"0.8\",result=\"work\"} 0",
+            "quagmire_challenge_solve_seconds_count{result=\"work\"} 1",
+            "quagmire_passes_total{result=\"invalid\"} 1",
+            "quagmire_passes_burned_total{reason=\"networks\"} 1",
             "quagmire_build_info{version=",
         ];
         for expected in expected {
@@ -843,6 +928,6 @@ mod tests {
                 "no sample of {family} is checked"
             );
         }
-        assert_eq!(families.len(), 34, "{families:?}");
+        assert_eq!(families.len(), 39, "{families:?}");
     }
 }

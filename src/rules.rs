@@ -110,6 +110,10 @@ pub struct RulesConfig {
     /// The trap score at which a client counts as trapped: `trap_threshold` in Lua, and the
     /// threshold of `quagmire_clients_over_threshold`.
     pub trap_threshold: f64,
+    /// `challenge { everyone }`: `challenge_everyone` in Lua.
+    pub challenge_everyone: bool,
+    /// `challenge { unanswered }`: `challenge_unanswered` in Lua.
+    pub challenge_unanswered: u32,
 }
 
 /// A ruleset that cannot be loaded.
@@ -171,6 +175,8 @@ pub struct Compiled {
     fail: FailMode,
     limits: Limits,
     trap_threshold: f64,
+    challenge_everyone: bool,
+    challenge_unanswered: u32,
 }
 
 impl Compiled {
@@ -418,6 +424,8 @@ fn compile(config: &RulesConfig, generation: u64) -> Result<Compiled, RulesError
         fail: config.fail,
         limits: config.limits.clone(),
         trap_threshold: config.trap_threshold,
+        challenge_everyone: config.challenge_everyone,
+        challenge_unanswered: config.challenge_unanswered,
     };
     // Build one state now, so that a script that does not compile or run is an error at load.
     compiled.rule_names = lua::check(&compiled)?;

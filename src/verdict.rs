@@ -6,10 +6,12 @@
 
 use std::net::IpAddr;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use crate::app::App;
-use crate::claims::{Claim, RobotsAnswer, RobotsCheck, Signature};
+use crate::challenge::PassCheck;
+use crate::claims::{Claim, PassFacts, RobotsAnswer, RobotsCheck, Signature};
+use crate::client::ClientKey;
 use crate::client_state::History;
 use crate::facts::{Coverage, Facts, Headers};
 use crate::lists::List;
@@ -153,8 +155,12 @@ pub fn decide_blocking(app: &App, request: ForwardedRequest, how: How) -> Judgem
 /// completed side by side, each waiting at most its configured verdict wait (or `wait`).
 async fn verified_facts(app: &App, request: ForwardedRequest, wait: Option<Duration>) -> Facts {
     let facts = facts(app, request);
-    let Verified { crawler, signature, history } = verify(app, &facts, wait).await;
-    Facts { crawler, signature, history: history.unwrap_or(facts.history), ..facts }
+    let Verified { crawler, signature, history, pass } = verify(app, &facts, wait).await;
+    let pass = match (facts.pass, pass) {
+        (Some(facts), Some(shared)) => Some(with_shared_history(app, facts, shared)),
+        (facts, _) => facts,
+    };
+    Facts { crawler, signature, history: history.unwrap_or(facts.history), pass, ..facts }
 }
 
 /// What waiting for the verifications found: the claim and signature checked, and the shared
@@ -163,6 +169,8 @@ struct Verified {
     crawler: Option<Claim>,
     signature: Option<Signature>,
     history: Option<History>,
+    /// The pass's shared history, when the store brought one.
+    pass: Option<History>,
 }
 
 /// Completes `facts`' crawler claim, signature and shared history side by side, each within its
@@ -187,8 +195,15 @@ async fn verify(app: &App, facts: &Facts, wait: Option<Duration>) -> Verified {
     };
     // A client this replica has no fresh shared view of: its history as every replica left it.
     let shared = app.clients.refresh(facts.key, facts.history);
-    let ((), (), history) = tokio::join!(claimed, signed, shared);
-    Verified { crawler, signature, history }
+    // The same for its pass: burned on another replica is burned here.
+    let pass = async {
+        match &facts.pass {
+            Some(pass) => app.clients.refresh(ClientKey::pass(pass.id), pass.history).await,
+            None => None,
+        }
+    };
+    let ((), (), history, pass) = tokio::join!(claimed, signed, shared, pass);
+    Verified { crawler, signature, history, pass }
 }
 
 /// Identity, enrichment and history for `request`; a trap URL counts as a trap hit.
@@ -205,6 +220,7 @@ fn facts(app: &App, request: ForwardedRequest) -> Facts {
     let geo = app.geo.lookup(address);
     let user_agent = request.header("user-agent").unwrap_or("");
     let history = app.clients.observe_request_at(key, user_agent, &geo, at);
+    let pass = pass_facts(app, &request, address, is_trap_url, &geo, at);
     let compiled = app.rules.current();
     if history.rate_limited {
         let datacenter = geo.asn.is_some_and(|asn| {
@@ -240,10 +256,84 @@ fn facts(app: &App, request: ForwardedRequest) -> Facts {
         robots,
         crowdsec: app.crowdsec.decision(address),
         coverage: request.coverage,
+        pass,
+        challenges: app.challenges.unanswered(key),
     };
     // A signature covers the request as built: checked on it, then part of the facts.
     let signature = app.signatures.check_now(&unsigned);
     Facts { signature, ..unsigned }
+}
+
+/// The pass `request` carries, if a valid one, with what its holders did: its own request rate
+/// and trap hits (kept under its own client key, shared through the store like an address's),
+/// the networks it was used from and its page pace; and whether that burns it. A burn for
+/// networks or pace is recorded as trap hits on the pass, so every replica sharing the store
+/// sees it burned.
+fn pass_facts(
+    app: &App,
+    request: &ForwardedRequest,
+    address: IpAddr,
+    is_trap_url: bool,
+    geo: &crate::geo::GeoInfo,
+    at: Instant,
+) -> Option<PassFacts> {
+    let cookies = request.header("cookie")?;
+    let now = SystemTime::now();
+    let check = app.challenges.pass_in(cookies, now);
+    if let Some(label) = check.label() {
+        app.metrics.pass(label);
+    }
+    let PassCheck::Valid(pass) = check else { return None };
+    let key = ClientKey::pass(pass.id);
+    if is_trap_url {
+        app.clients.record_trap_hit_at(key, at);
+    }
+    let mut history =
+        app.clients.observe_request_at(key, request.header("user-agent").unwrap_or(""), geo, at);
+    let used = app.challenges.observe_pass(pass.id, address, is_page_view(request), at);
+    let burned = app.challenges.burn_reason(pass.id, history.trap_hits, &used);
+    if let Some(reason) = burned
+        && !used.burned_before
+    {
+        app.metrics.pass_burned(reason);
+        let limit = u64::from(app.challenges.config().burn.trap_hits);
+        while history.trap_hits < limit {
+            history = app.clients.record_trap_hit_at(key, at);
+        }
+    }
+    let issued = UNIX_EPOCH + Duration::from_secs(pass.issued);
+    Some(PassFacts {
+        id: pass.id,
+        age: now.duration_since(issued).map_or(0, |age| age.as_secs()),
+        earned: pass.earned,
+        networks: used.networks,
+        history,
+        burned,
+    })
+}
+
+/// A pass's facts with its history as every replica left it: trap hits recorded elsewhere (a
+/// burn there) burn it here.
+fn with_shared_history(app: &App, pass: PassFacts, shared: History) -> PassFacts {
+    let limit = u64::from(app.challenges.config().burn.trap_hits);
+    let burned = pass.burned.or_else(|| (shared.trap_hits >= limit).then_some("trap_hits"));
+    PassFacts { history: shared, burned, ..pass }
+}
+
+/// Whether a request is a top-level page view, by what browsers say of their own requests
+/// (`Sec-Fetch-Dest: document`); without fetch metadata, a GET that accepts HTML. Prefetches
+/// are not views.
+pub(crate) fn is_page_view(request: &ForwardedRequest) -> bool {
+    if request.method != "GET"
+        || request.header("sec-purpose").is_some()
+        || request.header("purpose").is_some()
+    {
+        return false;
+    }
+    match request.header("sec-fetch-dest") {
+        Some(dest) => dest.eq_ignore_ascii_case("document"),
+        None => request.header("accept").is_some_and(|accept| accept.contains("text/html")),
+    }
 }
 
 /// The crawler a robots.txt answer is about, for the obeyed and ignored counts (metrics and

@@ -8,14 +8,18 @@ pub enum Verdict {
     Allow,
     /// Send it to the trap.
     Trap,
+    /// Show the challenge page: a client that answers it gets a pass and goes on; one that does
+    /// not is trapped on a later request.
+    Challenge,
 }
 
 impl Verdict {
-    /// `allow` or `trap`.
+    /// `allow`, `trap` or `challenge`.
     pub fn as_str(self) -> &'static str {
         match self {
             Verdict::Allow => "allow",
             Verdict::Trap => "trap",
+            Verdict::Challenge => "challenge",
         }
     }
 }

@@ -57,6 +57,7 @@ const LAYERS: &[(&str, &[&str])] = &[
             "rules",
             "generator",
             "snippets",
+            "challenge",
             "lists_update",
         ],
     ),

@@ -181,6 +181,7 @@ const TOP_KEYS: &[&str] = &[
     "robots",
     "preferences",
     "crowdsec",
+    "challenge",
 ];
 const VERDICT_KEYS: &[&str] =
     &["mode", "answer", "trap-status", "redirect-prefix", "trusted-proxies", "ipv4-prefix", "ipv6-prefix"];
@@ -206,6 +207,19 @@ const ADMIN_KEYS: &[&str] = &["listen", "token"];
 const DNS_KEYS: &[&str] = &["servers", "timeout-ms", "verdict-wait-ms", "lookups-per-second", "max-pending"];
 const LISTS_KEYS: &[&str] = &["refresh-hours", "timeout-seconds", "source"];
 const ROBOTS_KEYS: &[&str] = &["file", "origin", "hosts", "refresh-minutes", "timeout-seconds"];
+const CHALLENGE_KEYS: &[&str] = &[
+    "difficulty",
+    "pass-hours",
+    "path",
+    "wait-seconds",
+    "unanswered",
+    "everyone",
+    "burn-trap-hits",
+    "burn-networks",
+    "burn-network-minutes",
+    "burn-pages-per-minute",
+    "burn-page-burst",
+];
 const PREFERENCES_KEYS: &[&str] = &["search", "ai-input", "ai-train"];
 const CROWDSEC_KEYS: &[&str] = &[
     "url",
@@ -338,6 +352,11 @@ impl Reader<'_> {
                 "crowdsec" => {
                     for child in self.children(node)? {
                         self.crowdsec(child)?;
+                    }
+                }
+                "challenge" => {
+                    for child in self.children(node)? {
+                        self.challenge(child)?;
                     }
                 }
                 _ => return Err(self.unknown(node, "", TOP_KEYS)),
@@ -767,6 +786,61 @@ impl Reader<'_> {
                 self.config.robots.timeout = Duration::from_secs(self.integer(node, 1, 300)? as u64)
             }
             _ => return Err(self.unknown(node, "robots", ROBOTS_KEYS)),
+        }
+        Ok(())
+    }
+
+    fn challenge(&mut self, node: &KdlNode) -> Checked<()> {
+        match node.name().value() {
+            // 8 bits is 256 hashes (nothing); 28 is minutes on a phone.
+            "difficulty" => self.config.challenge.difficulty = self.integer(node, 1, 28)? as u8,
+            "pass-hours" => {
+                self.config.challenge.pass_lifetime =
+                    Duration::from_secs(self.integer(node, 1, 24 * 365)? as u64 * 3600)
+            }
+            "path" => {
+                let path = self.string(node)?;
+                let valid = path.len() >= 3
+                    && path.starts_with('/')
+                    && path.ends_with('/')
+                    && !path.starts_with("//")
+                    && path.bytes().all(|b| b.is_ascii_alphanumeric() || b"/._-~".contains(&b));
+                if !valid {
+                    return Err(self.problem(
+                        self.argument(node)?.span(),
+                        "the challenge path must start and end with / and hold only letters, digits and . _ - ~",
+                        "for example \"/.quagmire/\"",
+                        None,
+                    ));
+                }
+                self.config.challenge.path = path;
+            }
+            "wait-seconds" => {
+                self.config.challenge.wait = Duration::from_secs(self.integer(node, 1, 600)? as u64)
+            }
+            "unanswered" => {
+                self.config.challenge.unanswered = self.integer(node, 1, 1000)? as u32;
+                self.config.rules.challenge_unanswered = self.config.challenge.unanswered;
+            }
+            "everyone" => {
+                self.config.challenge.everyone = self.boolean(node)?;
+                self.config.rules.challenge_everyone = self.config.challenge.everyone;
+            }
+            "burn-trap-hits" => {
+                self.config.challenge.burn.trap_hits = self.integer(node, 1, 1_000_000)? as u32
+            }
+            "burn-networks" => self.config.challenge.burn.networks = self.integer(node, 1, 1000)? as u32,
+            "burn-network-minutes" => {
+                self.config.challenge.burn.window =
+                    Duration::from_secs(self.integer(node, 1, 10_080)? as u64 * 60)
+            }
+            "burn-pages-per-minute" => {
+                self.config.challenge.burn.pages_per_minute = self.integer(node, 1, 100_000)? as u32
+            }
+            "burn-page-burst" => {
+                self.config.challenge.burn.page_burst = self.integer(node, 1, 100_000)? as u32
+            }
+            _ => return Err(self.unknown(node, "challenge", CHALLENGE_KEYS)),
         }
         Ok(())
     }

@@ -198,7 +198,7 @@ pub(crate) async fn blocklist(
                     || client.last_seen > now
             })
         })
-        .map(|client| client.key.network())
+        .filter_map(|client| client.key.network())
         .collect();
     let networks = ipnet::IpNet::aggregate(&networks);
     let text = if nftables { nftables_sets(&networks) } else { plain_list(&networks) };

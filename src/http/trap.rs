@@ -7,7 +7,7 @@
 
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 use axum::body::Body;
 use axum::extract::{ConnectInfo, State};
@@ -17,6 +17,8 @@ use bytes::Bytes;
 use futures_util::stream;
 
 use crate::app::App;
+use crate::challenge::PassCheck;
+use crate::client::ClientKey;
 use crate::metrics::HitSource;
 
 const HTML: HeaderValue = HeaderValue::from_static("text/html; charset=utf-8");
@@ -31,6 +33,12 @@ pub(crate) async fn page(
     let client = app.identity.client_address(peer.ip(), &headers);
     app.clients.record_trap_hit(app.identity.key(client));
     app.metrics.trap_hit(HitSource::TrapListener);
+    // A pass's holder walking the trap: the hit counts against the pass too, wherever it goes.
+    if let Some(cookies) = headers.get(header::COOKIE).and_then(|value| value.to_str().ok())
+        && let PassCheck::Valid(pass) = app.challenges.pass_in(cookies, SystemTime::now())
+    {
+        app.clients.record_trap_hit(ClientKey::pass(pass.id));
+    }
     let (host, target) = page_address(&uri, &headers);
     // The page's bytes as written: they are UTF-8 by construction (whole corpus words and ASCII
     // markup, which the generator's tests check), so checking each page again would be waste.

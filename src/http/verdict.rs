@@ -118,20 +118,27 @@ fn respond(app: &App, judgement: &Judgement) -> Response {
         _ => String::new(),
     };
     let (status, body) = match (decision.verdict, shadow, config.answer) {
-        (Verdict::Allow, ..) | (Verdict::Trap, true, _) => (StatusCode::OK, ""),
+        (Verdict::Allow, ..) | (Verdict::Trap | Verdict::Challenge, true, _) => (StatusCode::OK, ""),
         (Verdict::Trap, false, Answer::Status) => {
             (StatusCode::from_u16(config.trap_status).unwrap_or(StatusCode::FORBIDDEN), TRAP_BODY)
         }
         (Verdict::Trap, false, Answer::Redirect) => (StatusCode::FOUND, ""),
         (Verdict::Trap, false, Answer::Nginx) => (StatusCode::FORBIDDEN, ""),
+        (Verdict::Challenge, false, _) => {
+            // The page is the answer, in every mode: Caddy, Traefik and HAProxy show it as it is,
+            // nginx (whose auth_request drops bodies) fetches it again from `/challenge`.
+            app.challenges.challenged(facts.key);
+            app.metrics.challenge_issued();
+            let mut response =
+                super::challenge::page(app, facts.address, facts.user_agent(), &facts.uri, None);
+            verdict_headers(response.headers_mut(), decision, "", shadow);
+            return response;
+        }
     };
     let mut response = Response::new(Body::from(body));
     *response.status_mut() = status;
     let headers = response.headers_mut();
-    headers.insert(VERDICT, HeaderValue::from_static(decision.verdict.as_str()));
-    headers.insert(RULE, header_value(&decision.rule));
-    headers.insert(LOCATION, header_value(if config.answer == Answer::Nginx { &location } else { "" }));
-    headers.insert(MODE, HeaderValue::from_static(if shadow { "shadow" } else { "enforce" }));
+    verdict_headers(headers, decision, if config.answer == Answer::Nginx { &location } else { "" }, shadow);
     headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
     if status == StatusCode::FOUND {
         headers.insert(header::LOCATION, header_value(&location));
@@ -140,6 +147,14 @@ fn respond(app: &App, judgement: &Judgement) -> Response {
         headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("text/plain; charset=utf-8"));
     }
     response
+}
+
+/// The headers every verdict answer carries (see the module's documentation).
+fn verdict_headers(headers: &mut HeaderMap, decision: &crate::rules::Decision, location: &str, shadow: bool) {
+    headers.insert(VERDICT, HeaderValue::from_static(decision.verdict.as_str()));
+    headers.insert(RULE, header_value(&decision.rule));
+    headers.insert(LOCATION, header_value(location));
+    headers.insert(MODE, HeaderValue::from_static(if shadow { "shadow" } else { "enforce" }));
 }
 
 /// `proto://host/prefix/uri`, from the forwarded proto and host, so that Traefik need not

@@ -25,13 +25,16 @@ const KEY_BYTES: usize = 200;
 /// Bad lines described by number and reason.
 const BAD_SHOWN: usize = 10;
 
-/// Allowed and trapped.
+/// Allowed, trapped and challenged.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Counts {
     /// Allowed.
     pub allow: u64,
     /// Trapped.
     pub trap: u64,
+    /// Challenged: counted on their own, as a replay cannot know whether the client would have
+    /// answered (and gone on with a pass) or not (and been trapped).
+    pub challenge: u64,
 }
 
 impl Counts {
@@ -39,11 +42,12 @@ impl Counts {
         match verdict {
             Verdict::Allow => self.allow += 1,
             Verdict::Trap => self.trap += 1,
+            Verdict::Challenge => self.challenge += 1,
         }
     }
 
     fn json(self) -> Value {
-        json!({ "allow": self.allow, "trap": self.trap })
+        json!({ "allow": self.allow, "trap": self.trap, "challenge": self.challenge })
     }
 }
 
@@ -85,6 +89,7 @@ impl Top {
 struct ClientTally {
     requests: u64,
     trapped: u64,
+    challenged: u64,
     /// With `--compare`: requests the other ruleset traps.
     trapped_other: u64,
     /// The highest request rate among its requests no rule decided, and its user agent then.
@@ -311,6 +316,7 @@ impl Report {
         if let Some(tally) = tally {
             tally.requests += 1;
             tally.trapped += u64::from(verdict == Verdict::Trap);
+            tally.challenged += u64::from(verdict == Verdict::Challenge);
             tally.trapped_other += u64::from(other.is_some_and(|(verdict, _)| verdict == Verdict::Trap));
             if verdict == Verdict::Allow && rule.is_empty() && request_rate > tally.unruled_rate {
                 tally.unruled_rate = request_rate;
@@ -346,7 +352,10 @@ impl Report {
     /// Clients with at least one request trapped, and the others (of those tallied).
     pub fn clients(&self) -> Counts {
         let trap = self.clients.values().filter(|tally| tally.trapped > 0).count() as u64;
-        Counts { allow: self.clients.len() as u64 - trap, trap }
+        // Challenged and never trapped: whether they would have answered is not in the log.
+        let challenge =
+            self.clients.values().filter(|tally| tally.trapped == 0 && tally.challenged > 0).count() as u64;
+        Counts { allow: self.clients.len() as u64 - trap - challenge, trap, challenge }
     }
 }
 

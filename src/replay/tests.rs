@@ -75,8 +75,8 @@ fn verdicts_follow_the_logs_time_not_the_wall_clock() {
     // Ten hits with a ten-minute half-life: about 7 left five minutes later, against a threshold of 5.
     assert_eq!(verdict_of(&verdicts, 22), ("trap".into(), "trap-score".into()), "five minutes later");
     assert_eq!(verdict_of(&verdicts, 23), ("allow".into(), "".into()), "eight hours later");
-    assert_eq!(report.requests, report::Counts { allow: 1, trap: 22 });
-    assert_eq!(report.clients(), report::Counts { allow: 0, trap: 3 });
+    assert_eq!(report.requests, report::Counts { allow: 1, trap: 22, challenge: 0 });
+    assert_eq!(report.clients(), report::Counts { allow: 0, trap: 3, challenge: 0 });
     assert_eq!(report.lines, 23);
 }
 
@@ -96,7 +96,7 @@ fn hostile_input_is_counted_and_described_and_the_rest_replayed() {
     drop(file);
     let report = replay(&app, None, &options(&[&path]), None).unwrap();
     assert_eq!((report.lines, report.bad_lines), (6, 4));
-    assert_eq!(report.requests, report::Counts { allow: 2, trap: 0 });
+    assert_eq!(report.requests, report::Counts { allow: 2, trap: 0, challenge: 0 });
     let text = report.text();
     assert!(text.contains("access.log:2: not a jsonl line: EOF while parsing"), "{text}");
     assert!(text.contains("access.log:3: not a jsonl line"), "{text}");
@@ -190,7 +190,7 @@ fn rules_a_combined_log_cannot_judge_are_reported_not_guessed() {
         format!(r#"203.0.113.9 - - [05/Dec/2026:10:00:00 +0000] "GET / HTTP/1.1" 200 1 "-" "{CHROME}""#);
     let (report, verdicts) = run(&app, std::slice::from_ref(&line), None);
     assert_eq!(verdict_of(&verdicts, 1), ("allow".into(), "".into()));
-    assert_eq!(verdicts[0]["unjudged"], serde_json::json!(["lying-browser"]));
+    assert_eq!(verdicts[0]["unjudged"], serde_json::json!(["lying-browser", "challenge-browsers"]));
     assert_eq!(report.unjudged.get("lying-browser"), Some(&1));
     assert!(report.text().contains("Rules not judged"));
     // Asked to, the replay judges them as if the headers were not sent.

@@ -42,18 +42,22 @@ local view = setmetatable({}, {
   __metatable = false,
 })
 
+-- The verdicts a rule may return, as driver.rs numbers them ("deny" is an old name for "trap").
+local CODES = { allow = 1, trap = 2, deny = 2, challenge = 3 }
+
 local trace, current = nil, 0
 local function run(first)
   for i = first, count do
     current = i
     local verdict, reason = checks[i](view)
     if verdict ~= nil then
-      if verdict ~= "allow" and verdict ~= "trap" and verdict ~= "deny" then
-        error("returned \"" .. tostring(verdict) .. "\"; expected \"allow\", \"trap\" or nil", 0)
+      local code = CODES[verdict]
+      if code == nil then
+        error("returned \"" .. tostring(verdict) .. "\"; expected \"allow\", \"trap\", \"challenge\" or nil", 0)
       end
       if trace then trace[#trace + 1] = i; trace[#trace + 1] = verdict end
       if type(reason) ~= "string" then reason = nil end
-      return i, verdict == "allow" and 1 or 2, reason
+      return i, code, reason
     end
     if trace then trace[#trace + 1] = i; trace[#trace + 1] = "pass" end
   end
@@ -94,6 +98,26 @@ local lazy = {
     return { type = sub(text, 1, first - 1), scenario = sub(text, first + 1, second - 1),
              origin = sub(text, second + 1) }
   end,
+  challenges = function()
+    local text = cut(17, 18)
+    local first = find(text, "\31", 1, true)
+    return tonumber(first and sub(text, 1, first - 1) or text)
+  end,
+  pass = function()
+    local text = cut(17, 18)
+    local at = find(text, "\31", 1, true)
+    if at == nil then return nil end
+    local fields = {}
+    for i = 1, 7 do
+      local next_at = find(text, "\31", at + 1, true)
+      fields[i] = sub(text, at + 1, next_at - 1)
+      at = next_at
+    end
+    local burned = sub(text, at + 1)
+    return { id = fields[1], earned = fields[2], age = tonumber(fields[3]), networks = tonumber(fields[4]),
+             trap_hits = tonumber(fields[5]), trap_score = tonumber(fields[6]),
+             request_rate = tonumber(fields[7]), burned = burned ~= "" and burned or nil }
+  end,
   -- Only reached when the source did not carry the User-Agent (else it is set for each request).
   user_agent = function() not_carried("user-agent") end,
 }
@@ -110,18 +134,19 @@ setmetatable(request, {
 local function evaluate(tracing, text, proto, path, user_agent, method_end, proto_end, host_end,
                         path_end, uri_end, agent_end, ip_end, key_end, org_end, country_end,
                         crawler_end, check_end, signed_end, signature_end, robots_end, group_end,
-                        crowdsec_end, trap_hits, trap_score, request_rate, packed)
-  blob, headers_from = text, crowdsec_end + 1
+                        crowdsec_end, pass_end, trap_hits, trap_score, request_rate, packed)
+  blob, headers_from = text, pass_end + 1
   ends[0], ends[1], ends[2], ends[3], ends[4], ends[5] = 0, method_end, proto_end, host_end, path_end, uri_end
   ends[6], ends[7], ends[8], ends[9], ends[10] = agent_end, ip_end, key_end, org_end, country_end
   ends[11], ends[12], ends[13], ends[14] = crawler_end, check_end, signed_end, signature_end
-  ends[15], ends[16], ends[17] = robots_end, group_end, crowdsec_end
+  ends[15], ends[16], ends[17], ends[18] = robots_end, group_end, crowdsec_end, pass_end
   present = packed
   request.method, request.host, request.uri, request.query = nil, nil, nil, nil
   request.ip, request.key, request.asn_org, request.country = nil, nil, nil, nil
   request.claimed_crawler, request.crawler_check, request.verified_crawler = nil, nil, nil
   request.signed_agent, request.signature_check = nil, nil
   request.robots, request.robots_group, request.crowdsec = nil, nil, nil
+  request.challenges, request.pass = nil, nil
   partial = (packed & 32) ~= 0
   request.proto, request.path = proto, path
   if (packed & 64) == 0 then request.user_agent = user_agent else request.user_agent = nil end

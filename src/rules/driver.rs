@@ -18,7 +18,7 @@ use mlua::{Function, Lua, ffi};
 /// request wrote), and returns four functions:
 /// - `evaluate` takes the request and runs the rules. The request's text comes as one string
 ///   with the end offsets of its fields (see `Request`). It returns the deciding rule's index (0
-///   for none), a code (1 for allow, `CODE_TRAP`) and the reason. The fields every default rule
+///   for none), a code (1 for allow, `CODE_TRAP`, `CODE_CHALLENGE`) and the reason. The fields every default rule
 ///   reads (proto, path, User-Agent) come as strings of their own as well. When tracing, it
 ///   records every rule's result as `index, result, ...` in a table that `last_trace` returns.
 /// - A rule's error is not caught in Lua (a `pcall` around the rules would cost every request)
@@ -29,6 +29,8 @@ pub(super) const SOURCE: &str = include_str!("driver.lua");
 
 /// The driver's code for a trap decision.
 pub(super) const CODE_TRAP: u8 = 2;
+/// The driver's code for a challenge verdict.
+pub(super) const CODE_CHALLENGE: u8 = 3;
 
 /// A request as `evaluate` takes it.
 pub(super) struct Request<'a> {
@@ -37,7 +39,7 @@ pub(super) struct Request<'a> {
     /// The request's text fields back to back, then its headers (see `lua::fill_blob`).
     pub(super) text: &'a str,
     /// The end offset of each field in `text`.
-    pub(super) ends: [usize; 17],
+    pub(super) ends: [usize; 18],
     pub(super) trap_hits: u64,
     pub(super) trap_score: f64,
     pub(super) request_rate: f64,
@@ -56,7 +58,7 @@ pub(super) struct CallError {
 pub(super) struct DriverOutcome {
     /// The deciding rule's index, from 1; 0 when no rule decided.
     pub(super) index: usize,
-    /// 1 for allow, `CODE_TRAP` for trap, 0 when no rule decided.
+    /// 1 for allow, `CODE_TRAP` for trap, `CODE_CHALLENGE` for a challenge, 0 when no rule decided.
     pub(super) code: u8,
     pub(super) reason: Option<String>,
 }
@@ -71,7 +73,7 @@ pub(super) struct Driver {
 }
 
 /// Arguments of `evaluate`.
-const ARGUMENTS: c_int = 26;
+const ARGUMENTS: c_int = 27;
 
 /// Stack slots the call needs: the C function and its argument, then the driver and its
 /// arguments.

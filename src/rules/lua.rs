@@ -16,7 +16,7 @@ use std::sync::Arc;
 
 use mlua::{Function, Lua, LuaOptions, StdLib, Table, Value};
 
-use super::driver::{self, CODE_TRAP, Driver, DriverOutcome};
+use super::driver::{self, CODE_CHALLENGE, CODE_TRAP, Driver, DriverOutcome};
 use super::lists::List;
 use super::watchdog::Registration;
 use super::{Compiled, Decision, FailMode, RuleFailure, RuleOutcome, RulesError, Verdict};
@@ -222,6 +222,7 @@ fn decided(state: &ThreadRules, DriverOutcome { index, code, reason }: DriverOut
     let rule = state.names.get(index.wrapping_sub(1)).cloned().unwrap_or_else(|| state.no_rule.clone());
     let verdict = match code {
         CODE_TRAP => Verdict::Trap,
+        CODE_CHALLENGE => Verdict::Challenge,
         _ => Verdict::Allow,
     };
     Decision { verdict, rule, reason: reason.unwrap_or_default(), failures: Vec::new(), unjudged: Vec::new() }
@@ -231,9 +232,9 @@ fn decided(state: &ThreadRules, DriverOutcome { index, code, reason }: DriverOut
 /// key, ASN name, country, claimed crawler and its check, signed agent (verified only) and the
 /// signature check back to back, then the headers as `\nname: value\n...`. Returns the
 /// end offset of each field (and of the path within the URI), which the driver cuts them at.
-fn fill_blob(blob: &mut String, facts: &Facts) -> [usize; 17] {
+fn fill_blob(blob: &mut String, facts: &Facts) -> [usize; 18] {
     blob.clear();
-    let mut ends = [0; 17];
+    let mut ends = [0; 18];
     for (end, field) in ends.iter_mut().zip([&facts.method, &facts.proto, &facts.host]) {
         blob.push_str(field);
         *end = blob.len();
@@ -293,6 +294,25 @@ fn fill_blob(blob: &mut String, facts: &Facts) -> [usize; 17] {
         blob.push_str(&decision.origin);
     }
     ends[16] = blob.len();
+    // Unanswered challenges, then the pass's fields, each after a unit separator: numbers, a hex
+    // id and fixed words, none with a separator inside.
+    let _ = write!(blob, "{}", facts.challenges);
+    if let Some(pass) = &facts.pass {
+        let history = &pass.history;
+        let _ = write!(
+            blob,
+            "\u{1f}{:032x}\u{1f}{}\u{1f}{}\u{1f}{}\u{1f}{}\u{1f}{}\u{1f}{}\u{1f}{}",
+            pass.id,
+            pass.earned.as_str(),
+            pass.age,
+            pass.networks,
+            history.trap_hits,
+            history.trap_score,
+            history.request_rate,
+            pass.burned.unwrap_or(""),
+        );
+    }
+    ends[17] = blob.len();
     blob.push('\n');
     // Already `name: value\n` each, names lowercase, no newline or NUL inside a value.
     blob.push_str(facts.headers.as_text());
@@ -433,6 +453,8 @@ fn prepare(lua: &Lua, compiled: &Compiled) -> Result<Prepared, RulesError> {
             lists,
             browser,
             compiled.trap_threshold,
+            compiled.challenge_everyone,
+            compiled.challenge_unanswered,
         ))
         .map_err(script_error)?;
     strip_globals(lua).map_err(script_error)?;
@@ -506,7 +528,7 @@ pub(super) fn visible_names(compiled: &Compiled) -> (Vec<String>, Vec<String>) {
     let (lists, browser, _kept) = helpers::install(&lua, compiled).unwrap();
     let (_env, _settle, _reset, _seal, base): (Table, Function, Function, Function, Table) = lua
         .load(SANDBOX)
-        .call((patterns::guard(&lua).unwrap(), patterns::re(&lua).unwrap(), lists, browser, 1.0))
+        .call((patterns::guard(&lua).unwrap(), patterns::re(&lua).unwrap(), lists, browser, 1.0, false, 4))
         .unwrap();
     let mut globals: Vec<String> = base.pairs::<String, Value>().map(|pair| pair.unwrap().0).collect();
     let strings: Table = lua

@@ -23,15 +23,21 @@ fn limits() -> Limits {
 }
 
 fn default_rules() -> Rules {
-    Rules::load(RulesConfig {
+    Rules::load(rules_config()).unwrap()
+}
+
+/// The default rules' settings as `default.kdl` has them.
+fn rules_config() -> RulesConfig {
+    RulesConfig {
         script: None,
         lists: None,
         fail: FailMode::Open,
         limits: limits(),
         workers: 1,
         trap_threshold: 5.0,
-    })
-    .unwrap()
+        challenge_everyone: false,
+        challenge_unanswered: 5,
+    }
 }
 
 /// A request built from a few facts; everything else as a plain HTTPS browser navigation.
@@ -49,6 +55,8 @@ struct Request {
     crowdsec: Option<Arc<crate::claims::CrowdSecDecision>>,
     rate_limited: bool,
     coverage: crate::facts::Coverage,
+    pass: Option<crate::claims::PassFacts>,
+    challenges: u32,
 }
 
 impl Request {
@@ -73,6 +81,8 @@ impl Request {
             crowdsec: None,
             rate_limited: false,
             coverage: crate::facts::Coverage::All,
+            pass: None,
+            challenges: 0,
         }
     }
 
@@ -103,6 +113,8 @@ impl Request {
             robots: self.robots.clone(),
             crowdsec: self.crowdsec.clone(),
             coverage: self.coverage.clone(),
+            pass: self.pass.clone(),
+            challenges: self.challenges,
         }
     }
 }
@@ -132,8 +144,19 @@ fn default_rules_allow_people_and_their_browsers() {
         ..Request::browser(CHROME)
     };
     check(&rules, fetch, Verdict::Allow, "");
-    // One stray trap hit does not trap a person's later requests.
-    check(&rules, Request { trap_score: 1.0, ..Request::browser(CHROME) }, Verdict::Allow, "");
+    // One stray trap hit does not trap a person's later requests: it asks them once (below).
+    check(
+        &rules,
+        Request { trap_score: 1.0, ..Request::browser(CHROME) },
+        Verdict::Challenge,
+        "challenge-browsers",
+    );
+    check(
+        &rules,
+        Request { trap_score: 1.0, pass: Some(pass(None)), ..Request::browser(CHROME) },
+        Verdict::Allow,
+        "",
+    );
     // People type curl, Wget and HTTPie by hand: from a home network they pass, on any path.
     for ua in ["curl/8.5.0", "Wget/1.21.4", "HTTPie/3.2.2"] {
         check(&rules, Request { asn: Some(3320), ..Request::agent(ua) }, Verdict::Allow, "");
@@ -245,16 +268,131 @@ fn default_rules_trap_datacenter_clients_over_quota_and_only_mark_others() {
     let headless = Request { asn: Some(16509), rate_limited: true, ..Request::browser(CHROME) };
     check(&rules, headless, Verdict::Trap, "datacenter-over-quota");
     // The same from a home ISP (Deutsche Telekom), or with no ASN known: many people may share
-    // the address, so it passes (r.rate_limited marks it for rules of the site's own).
+    // the address, so it is not trapped, only asked for a pass (each person answers for
+    // themselves).
     check(
         &rules,
         Request { asn: Some(3320), rate_limited: true, ..Request::browser(CHROME) },
-        Verdict::Allow,
-        "",
+        Verdict::Challenge,
+        "challenge-browsers",
     );
-    check(&rules, Request { rate_limited: true, ..Request::browser(CHROME) }, Verdict::Allow, "");
-    // Under the quota, the cloud network alone is no evidence.
-    check(&rules, Request { asn: Some(16509), ..Request::browser(CHROME) }, Verdict::Allow, "");
+    // Browser page views over the quota, from anywhere, are asked for a pass; with one they pass.
+    check(
+        &rules,
+        Request { rate_limited: true, ..Request::browser(CHROME) },
+        Verdict::Challenge,
+        "challenge-browsers",
+    );
+    let holder = Request { rate_limited: true, pass: Some(pass(None)), ..Request::browser(CHROME) };
+    check(&rules, holder, Verdict::Allow, "");
+    // Under the quota, the cloud network alone is no evidence to trap: it is reason to ask.
+    check(
+        &rules,
+        Request { asn: Some(16509), ..Request::browser(CHROME) },
+        Verdict::Challenge,
+        "challenge-browsers",
+    );
+}
+
+/// A good pass, or one burned for `burned`.
+fn pass(burned: Option<&'static str>) -> crate::claims::PassFacts {
+    crate::claims::PassFacts {
+        id: 7,
+        age: 30,
+        earned: crate::claims::Earned::Work,
+        networks: 1,
+        history: History::default(),
+        burned,
+    }
+}
+
+#[test]
+fn default_rules_challenge_uncertain_browser_page_views_and_never_what_cannot_answer() {
+    let rules = default_rules();
+    let cloud = |request: Request| Request { asn: Some(16509), ..request };
+    // A browser's page view from a cloud network without a pass: challenged; with one: allowed.
+    for ua in [CHROME, FIREFOX, SAFARI_17] {
+        check(&rules, cloud(Request::browser(ua)), Verdict::Challenge, "challenge-browsers");
+        check(&rules, cloud(Request { pass: Some(pass(None)), ..Request::browser(ua) }), Verdict::Allow, "");
+    }
+    // From a home network (Deutsche Telekom), without doubt: not challenged.
+    check(&rules, Request { asn: Some(3320), ..Request::browser(CHROME) }, Verdict::Allow, "");
+    // Never what cannot answer or must not be stopped, from a cloud network: subresources and
+    // fetch() calls, images, feeds, robots.txt, /.well-known/, ACME, prefetches, link previews.
+    let subresource = Request {
+        uri: "/static/app.css",
+        headers: vec![("user-agent", CHROME), ("sec-fetch-mode", "no-cors"), ("sec-fetch-dest", "style")],
+        ..Request::browser(CHROME)
+    };
+    check(&rules, cloud(subresource), Verdict::Allow, "");
+    let fetch = Request {
+        uri: "/api/items?page=2",
+        headers: vec![("user-agent", CHROME), ("sec-fetch-mode", "cors"), ("sec-fetch-dest", "empty")],
+        ..Request::browser(CHROME)
+    };
+    check(&rules, cloud(fetch), Verdict::Allow, "");
+    check(&rules, cloud(Request { uri: "/images/cat.jpg", ..Request::browser(CHROME) }), Verdict::Allow, "");
+    check(
+        &rules,
+        cloud(Request { uri: "/feed.xml", ..Request::browser(CHROME) }),
+        Verdict::Allow,
+        "always-allowed-paths",
+    );
+    check(&rules, cloud(Request { uri: "/?feed=rss2", ..Request::browser(CHROME) }), Verdict::Allow, "");
+    for uri in ["/robots.txt", "/.well-known/acme-challenge/x", "/.well-known/security.txt"] {
+        check(
+            &rules,
+            cloud(Request { uri, ..Request::browser(CHROME) }),
+            Verdict::Allow,
+            "always-allowed-paths",
+        );
+    }
+    let mut prefetch = Request::browser(CHROME);
+    prefetch.headers.push(("sec-purpose", "prefetch"));
+    check(&rules, cloud(prefetch), Verdict::Allow, "");
+    let preview = Request {
+        asn: Some(16509),
+        ..Request::agent("Slackbot-LinkExpanding 1.0 (+https://api.slack.com/robots)")
+    };
+    check(&rules, preview, Verdict::Allow, "link-previews");
+    let reader = Request { asn: Some(16509), ..Request::agent("Miniflux/2.1.0 (+https://miniflux.app)") };
+    check(&rules, Request { uri: "/feed.xml", ..reader }, Verdict::Allow, "always-allowed-paths");
+}
+
+#[test]
+fn a_burned_pass_is_trapped_and_a_client_that_never_answers_is_too() {
+    let rules = default_rules();
+    for reason in ["trap_hits", "networks", "pages"] {
+        let request = Request { pass: Some(pass(Some(reason))), ..Request::browser(CHROME) };
+        check(&rules, request, Verdict::Trap, "burned-pass");
+    }
+    let cloud = Request { asn: Some(16509), challenges: 4, ..Request::browser(CHROME) };
+    check(&rules, cloud, Verdict::Challenge, "challenge-browsers");
+    let cloud = Request { asn: Some(16509), challenges: 5, ..Request::browser(CHROME) };
+    check(&rules, cloud, Verdict::Trap, "unanswered-challenges");
+    // A pass holder's old count does not matter: it answered.
+    let holder =
+        Request { asn: Some(16509), challenges: 9, pass: Some(pass(None)), ..Request::browser(CHROME) };
+    check(&rules, holder, Verdict::Allow, "");
+}
+
+#[test]
+fn challenge_everyone_asks_every_browser_page_view_without_a_pass() {
+    let config = RulesConfig { challenge_everyone: true, ..rules_config() };
+    let rules = Rules::load(config).unwrap();
+    check(
+        &rules,
+        Request { asn: Some(3320), ..Request::browser(CHROME) },
+        Verdict::Challenge,
+        "challenge-browsers",
+    );
+    check(&rules, Request { pass: Some(pass(None)), ..Request::browser(CHROME) }, Verdict::Allow, "");
+    check(
+        &rules,
+        Request { uri: "/robots.txt", ..Request::browser(CHROME) },
+        Verdict::Allow,
+        "always-allowed-paths",
+    );
 }
 
 /// HTTP libraries as they send their User-Agent by default.
@@ -317,6 +455,8 @@ fn the_sites_program_paths_let_libraries_through_and_nothing_else() {
         limits: limits(),
         workers: 1,
         trap_threshold: 5.0,
+        challenge_everyone: false,
+        challenge_unanswered: 4,
     })
     .unwrap();
     for uri in ["/api/items?page=2", "/graphql"] {
@@ -506,7 +646,7 @@ fn rules_that_read_a_header_the_log_does_not_carry_are_skipped_not_guessed() {
     assert_eq!((live.verdict, &*live.rule), (Verdict::Trap, "lying-browser"));
     let logged = rules.evaluate(&Request { coverage: combined_log(), ..chrome() }.facts());
     assert_eq!((logged.verdict, &*logged.rule), (Verdict::Allow, ""), "{logged:?}");
-    assert_eq!(logged.unjudged, [Arc::from("lying-browser")]);
+    assert_eq!(logged.unjudged, [Arc::from("lying-browser"), Arc::from("challenge-browsers")]);
     assert!(logged.failures.is_empty());
     // What the log does carry is judged as usual, including a carried header that is missing.
     let crawler =
@@ -533,7 +673,8 @@ fn without_the_user_agent_every_rule_that_reads_it_is_unjudged() {
             "no-user-agent",
             "lying-browser",
             "http-library-from-datacenter",
-            "http-library-page"
+            "http-library-page",
+            "challenge-browsers"
         ]
     );
     // A trap URL needs no header: still judged.
@@ -582,6 +723,8 @@ fn script_rules(script: &str, fail: FailMode) -> Result<Rules, RulesError> {
         limits: limits(),
         workers: 1,
         trap_threshold: 5.0,
+        challenge_everyone: false,
+        challenge_unanswered: 4,
     });
     drop(dir);
     rules
@@ -827,6 +970,8 @@ fn reload_keeps_the_old_rules_when_the_new_file_is_broken() {
         limits: limits(),
         workers: 1,
         trap_threshold: 5.0,
+        challenge_everyone: false,
+        challenge_unanswered: 4,
     })
     .unwrap();
     std::fs::write(&path, "return { { name = 'second' check = } }").unwrap();
@@ -849,6 +994,8 @@ fn broken_lists_are_load_errors_naming_file_and_line() {
         limits: limits(),
         workers: 1,
         trap_threshold: 5.0,
+        challenge_everyone: false,
+        challenge_unanswered: 4,
     })
     .err()
     .unwrap();
@@ -947,7 +1094,7 @@ fn rules_see_what_the_sites_robots_txt_says_and_the_fields_after_it_still_read_r
 }
 
 #[test]
-fn a_client_under_a_crowdsec_decision_is_trapped_and_rules_see_the_decision() {
+fn a_client_under_a_crowdsec_ban_is_trapped_a_captcha_challenged_and_rules_see_the_decision() {
     let rules = default_rules();
     let decision = |kind: &str| {
         Some(Arc::new(crate::claims::CrowdSecDecision {
@@ -956,10 +1103,14 @@ fn a_client_under_a_crowdsec_decision_is_trapped_and_rules_see_the_decision() {
             origin: Arc::from("crowdsec"),
         }))
     };
-    for kind in ["ban", "captcha"] {
-        let request = Request { crowdsec: decision(kind), ..Request::browser(CHROME) };
-        check(&rules, request, Verdict::Trap, "crowdsec");
-    }
+    let request = Request { crowdsec: decision("ban"), ..Request::browser(CHROME) };
+    check(&rules, request, Verdict::Trap, "crowdsec");
+    // A captcha is a challenge, until the client holds a pass.
+    let request = Request { crowdsec: decision("captcha"), ..Request::browser(CHROME) };
+    check(&rules, request, Verdict::Challenge, "crowdsec");
+    let request =
+        Request { crowdsec: decision("captcha"), pass: Some(pass(None)), ..Request::browser(CHROME) };
+    check(&rules, request, Verdict::Allow, "");
     // robots.txt and /.well-known/ stay open to everyone, as for any client.
     let robots = Request { uri: "/robots.txt", crowdsec: decision("ban"), ..Request::browser(CHROME) };
     check(&rules, robots, Verdict::Allow, "always-allowed-paths");

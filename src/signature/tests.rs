@@ -86,6 +86,8 @@ fn facts(method: &str, host: &str, uri: &str, headers: &[(&str, &str)]) -> Facts
         robots: Default::default(),
         crowdsec: None,
         coverage: Default::default(),
+        pass: None,
+        challenges: 0,
     }
 }
 

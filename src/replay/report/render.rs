@@ -19,7 +19,7 @@ impl Report {
             .filter(|(_, tally)| (tally.trapped > 0) != (tally.trapped_other > 0))
             .collect();
         changed.sort_by(|a, b| b.1.requests.cmp(&a.1.requests).then(a.0.cmp(b.0)));
-        (Counts { allow: self.clients.len() as u64 - trap, trap }, changed)
+        (Counts { allow: self.clients.len() as u64 - trap, trap, challenge: 0 }, changed)
     }
 
     fn top_unruled(&self) -> Vec<(&ClientKey, &ClientTally)> {
@@ -176,26 +176,37 @@ impl Report {
                 );
             }
         }
-        let total = self.requests.allow + self.requests.trap;
+        let total = self.requests.allow + self.requests.trap + self.requests.challenge;
         let clients = self.clients();
-        let _ = writeln!(out, "\n             allowed            trapped");
+        let _ = writeln!(out, "\n             allowed            trapped         challenged");
         let _ = writeln!(
             out,
-            "requests  {:>10} {:>6}  {:>10} {:>6}",
+            "requests  {:>10} {:>6}  {:>10} {:>6}  {:>10} {:>6}",
             thousands(self.requests.allow),
             percent(self.requests.allow, total),
             thousands(self.requests.trap),
-            percent(self.requests.trap, total)
+            percent(self.requests.trap, total),
+            thousands(self.requests.challenge),
+            percent(self.requests.challenge, total)
         );
-        let client_total = clients.allow + clients.trap;
+        let client_total = clients.allow + clients.trap + clients.challenge;
         let _ = writeln!(
             out,
-            "clients   {:>10} {:>6}  {:>10} {:>6}",
+            "clients   {:>10} {:>6}  {:>10} {:>6}  {:>10} {:>6}",
             thousands(clients.allow),
             percent(clients.allow, client_total),
             thousands(clients.trap),
-            percent(clients.trap, client_total)
+            percent(clients.trap, client_total),
+            thousands(clients.challenge),
+            percent(clients.challenge, client_total)
         );
+        if self.requests.challenge > 0 {
+            let _ = writeln!(
+                out,
+                "(a replay cannot know whether a challenged client would have answered: challenges are counted \
+                 on their own; clients challenged and never trapped are counted as challenged)"
+            );
+        }
         if self.clients_untallied > 0 {
             let _ = writeln!(
                 out,

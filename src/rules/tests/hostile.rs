@@ -18,6 +18,8 @@ fn rules_with(script: &str, fail: FailMode, limits: Limits) -> Result<Rules, Rul
         limits,
         workers: 1,
         trap_threshold: 5.0,
+        challenge_everyone: false,
+        challenge_unanswered: 4,
     })
 }
 
@@ -268,6 +270,8 @@ fn state_cannot_outlive_a_request_through_a_scripts_locals() {
         limits: limits(),
         workers: 2,
         trap_threshold: 5.0,
+        challenge_everyone: false,
+        challenge_unanswered: 4,
     })
     .unwrap();
     for _ in 0..120 {
@@ -537,6 +541,8 @@ fn rules_see_only_the_sandbox() {
             "_VERSION",
             "assert",
             "browser",
+            "challenge_everyone",
+            "challenge_unanswered",
             "error",
             "getmetatable",
             "ipairs",

@@ -1,0 +1,613 @@
+//! The third verdict's machinery: challenges, their answers, and the pass a right answer earns.
+//!
+//! - A **challenge** is a token MAC'd with a key derived from the secret. It carries a random id,
+//!   its issue time, the difficulty and the no-JavaScript wait, and it is bound to the client: to
+//!   its network (IPv4 /24 or IPv6 /48; an answer from the other address family is accepted, as a
+//!   dual-stack browser may switch) and to its User-Agent. It expires after
+//!   [`CHALLENGE_LIFETIME`] and is accepted once per replica, so it can be neither precomputed
+//!   nor replayed.
+//! - An **answer** is a proof of work (a nonce such that SHA-256 of the token and the nonce starts
+//!   with `difficulty` zero bits: one hash to check) or, without JavaScript, the token alone once
+//!   the wait has passed since its issue.
+//! - A **pass** is a cookie holding its id, issue and expiry times and how it was earned, MAC'd
+//!   with a second derived key: any replica with the same secret verifies it without a store.
+//! - The pass is an **identity**: the verdict keeps its behaviour under its own client key
+//!   ([`ClientKey::pass`]), and this module keeps, per replica, the networks it was used from and
+//!   its page-view pace. A pass whose holders walk the trap, use it from more networks in a
+//!   window than one person's devices would, or read faster than any reader, is **burned**.
+//!
+//! The page itself is in [`page`]; the HTTP handlers are in `http/challenge.rs`.
+
+pub(crate) mod page;
+#[cfg(test)]
+mod tests;
+
+use std::net::IpAddr;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use base64::Engine;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use moka::sync::Cache;
+use rand::RngExt;
+use sha2::{Digest, Sha256};
+
+use crate::claims::Earned;
+use crate::client::ClientKey;
+
+/// How long a challenge may be answered after it is issued.
+pub(crate) const CHALLENGE_LIFETIME: Duration = Duration::from_secs(10 * 60);
+/// The pass cookie's name. Its settings never change its meaning, so a changed setting cannot
+/// cause a challenge loop (Anubis's versioned names solve a problem this format does not have).
+pub(crate) const PASS_COOKIE: &str = "quagmire_pass";
+/// Answered challenge ids remembered per replica, to refuse a second answer.
+const USED_CAPACITY: u64 = 100_000;
+/// Passes whose networks and page pace are tracked per replica.
+const PASS_RECORDS: u64 = 100_000;
+/// Clients whose unanswered challenges are counted.
+const CHALLENGED_CLIENTS: u64 = 100_000;
+/// Unanswered challenges are forgotten after this long without another.
+const UNANSWERED_MEMORY: Duration = Duration::from_secs(60 * 60);
+/// Bytes of a MAC tag: 128 bits.
+const TAG: usize = 16;
+const CHALLENGE_VERSION: u8 = 1;
+const PASS_VERSION: u8 = 1;
+const CHALLENGE_BYTES: usize = 1 + 16 + 8 + 1 + 2 + 1 + 16 + 8;
+const PASS_BYTES: usize = 1 + 16 + 8 + 8 + 1;
+/// Longest nonce accepted: a u64 in decimal.
+const NONCE_DIGITS: usize = 20;
+
+/// The `challenge { }` settings.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ChallengeConfig {
+    /// Leading zero bits the proof of work must find.
+    pub difficulty: u8,
+    /// How long a pass is good for.
+    pub pass_lifetime: Duration,
+    /// The reserved path under the site's host the proxy routes to quagmire (the answer, the
+    /// scripts), with its slashes: `/.quagmire/`.
+    pub path: String,
+    /// How long a client without JavaScript waits before its answer is accepted.
+    pub wait: Duration,
+    /// Challenges a client may leave unanswered before the rules trap it.
+    pub unanswered: u32,
+    /// Challenge every browser page view without a pass (for sites under attack).
+    pub everyone: bool,
+    /// When a pass is burned.
+    pub burn: BurnLimits,
+}
+
+/// When a pass is burned.
+#[derive(Clone, Debug, PartialEq)]
+pub struct BurnLimits {
+    /// Trap hits of the pass's holders.
+    pub trap_hits: u32,
+    /// Networks (/24, /48) the pass is used from within `window`.
+    pub networks: u32,
+    /// The window networks are counted in.
+    pub window: Duration,
+    /// Page views a minute, sustained, of the pass's holders.
+    pub pages_per_minute: u32,
+    /// Page views at once on top of the sustained pace.
+    pub page_burst: u32,
+}
+
+impl Default for ChallengeConfig {
+    fn default() -> Self {
+        ChallengeConfig {
+            difficulty: 16,
+            pass_lifetime: Duration::from_secs(7 * 24 * 3600),
+            path: "/.quagmire/".into(),
+            wait: Duration::from_secs(5),
+            unanswered: 5,
+            everyone: false,
+            burn: BurnLimits {
+                trap_hits: 2,
+                networks: 8,
+                window: Duration::from_secs(3600),
+                pages_per_minute: 30,
+                page_burst: 8,
+            },
+        }
+    }
+}
+
+/// What a challenge is bound to: the client's network and User-Agent.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Binding {
+    /// 4 or 6.
+    family: u8,
+    /// The network's bits (/24 or /48).
+    network: u128,
+    /// The first 8 bytes of the User-Agent's BLAKE3 hash.
+    agent: u64,
+}
+
+impl Binding {
+    fn of(address: IpAddr, user_agent: &str) -> Binding {
+        let (family, network) = network_of(address);
+        let hash = blake3::hash(user_agent.as_bytes());
+        let agent = u64::from_le_bytes(hash.as_bytes()[..8].try_into().expect("8 bytes"));
+        Binding { family, network, agent }
+    }
+}
+
+/// A client's network for binding and counting: its IPv4 /24 or IPv6 /48, and the family.
+fn network_of(address: IpAddr) -> (u8, u128) {
+    match address.to_canonical() {
+        IpAddr::V4(v4) => (4, u128::from(u32::from(v4) & 0xffff_ff00)),
+        IpAddr::V6(v6) => (6, u128::from(v6) & !((1u128 << 80) - 1)),
+    }
+}
+
+/// A challenge as issued: its token and what the page tells the client.
+#[derive(Clone, Debug)]
+pub(crate) struct Issued {
+    /// The signed token, URL-safe.
+    pub token: String,
+    /// Leading zero bits the proof of work must find.
+    pub difficulty: u8,
+    /// The no-JavaScript wait.
+    pub wait: Duration,
+}
+
+/// Why an answer was refused (each a metric label).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+pub(crate) enum AnswerError {
+    /// Not a token at all, or a nonce that is not a number.
+    #[error("the answer is malformed")]
+    Malformed,
+    /// The MAC does not match: tampered, or another secret's.
+    #[error("the challenge was not issued here")]
+    Forged,
+    /// Older than [`CHALLENGE_LIFETIME`].
+    #[error("the challenge expired")]
+    Expired,
+    /// Answered before (on this replica).
+    #[error("the challenge was answered already")]
+    Replayed,
+    /// From another network of the same family, or another User-Agent.
+    #[error("the challenge was issued to another client")]
+    OtherClient,
+    /// The no-JavaScript answer before its wait had passed.
+    #[error("the wait has not passed yet")]
+    TooEarly,
+    /// The proof of work does not have the leading zeros.
+    #[error("the proof of work is wrong")]
+    WrongWork,
+    /// Too many answers to remember which were used; try again shortly.
+    #[error("too many answers at once")]
+    Busy,
+}
+
+impl AnswerError {
+    /// The metric label.
+    pub(crate) fn as_str(self) -> &'static str {
+        match self {
+            AnswerError::Malformed => "malformed",
+            AnswerError::Forged => "forged",
+            AnswerError::Expired => "expired",
+            AnswerError::Replayed => "replayed",
+            AnswerError::OtherClient => "other_client",
+            AnswerError::TooEarly => "too_early",
+            AnswerError::WrongWork => "wrong_work",
+            AnswerError::Busy => "busy",
+        }
+    }
+}
+
+/// An accepted answer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Answered {
+    /// How the pass was earned.
+    pub earned: Earned,
+    /// Time from issue to answer.
+    pub solved_in: Duration,
+}
+
+/// A pass read from a cookie.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Pass {
+    /// Its random id.
+    pub id: u128,
+    /// When it was earned (Unix seconds).
+    pub issued: u64,
+    /// When it stops being good (Unix seconds).
+    pub expires: u64,
+    /// How it was earned.
+    pub earned: Earned,
+}
+
+/// What a request's cookies hold.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum PassCheck {
+    /// No pass cookie.
+    None,
+    /// A good pass.
+    Valid(Pass),
+    /// A pass cookie this secret did not make, or altered: no pass.
+    Invalid,
+    /// A pass past its expiry: no pass.
+    Expired,
+}
+
+impl PassCheck {
+    /// The metric label, `None` for no cookie.
+    pub(crate) fn label(self) -> Option<&'static str> {
+        match self {
+            PassCheck::None => None,
+            PassCheck::Valid(_) => Some("valid"),
+            PassCheck::Invalid => Some("invalid"),
+            PassCheck::Expired => Some("expired"),
+        }
+    }
+}
+
+/// What one use of a pass showed, from this replica's records.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct PassUse {
+    /// Networks it was used from within the window, this one included.
+    pub networks: u32,
+    /// Whether its holders are reading pages faster than the burn pace.
+    pub pages_over: bool,
+    /// Whether this replica burned it already (so the burn is counted once).
+    pub burned_before: bool,
+}
+
+/// Issues and checks challenges, mints and reads passes, and keeps per-replica pass records.
+pub(crate) struct Challenger {
+    config: ChallengeConfig,
+    challenge_key: [u8; 32],
+    pass_key: [u8; 32],
+    /// Answered challenge ids, until they expire anyway.
+    used: Cache<u128, ()>,
+    /// Per pass: the networks it was used from and its page pace.
+    passes: Cache<u128, Arc<Mutex<PassRecord>>>,
+    /// Per client: challenges issued since its last answer.
+    unanswered: Cache<ClientKey, Arc<AtomicU32>>,
+    /// Two of the deployment's hidden trap links, for the page.
+    links: [String; 2],
+}
+
+/// One pass's record on this replica.
+struct PassRecord {
+    /// (family, network bits, last seen), at most `networks + 1` entries.
+    networks: Vec<(u8, u128, Instant)>,
+    /// The page quota's theoretical arrival time (GCRA, as the client quota).
+    page_due: Instant,
+    burned: bool,
+}
+
+impl Challenger {
+    /// A challenger for `config`, its keys derived from `secret`; its pages carry `links` (hidden
+    /// trap links, see `snippets`).
+    pub(crate) fn new(config: ChallengeConfig, secret: &[u8], links: [String; 2]) -> Challenger {
+        Challenger {
+            links,
+            challenge_key: blake3::derive_key("quagmire 2026-12 challenge MAC", secret),
+            pass_key: blake3::derive_key("quagmire 2026-12 pass MAC", secret),
+            used: Cache::builder().max_capacity(USED_CAPACITY).time_to_live(CHALLENGE_LIFETIME).build(),
+            passes: Cache::builder()
+                .max_capacity(PASS_RECORDS)
+                .time_to_idle(config.burn.window.max(Duration::from_secs(600)))
+                .build(),
+            unanswered: Cache::builder()
+                .max_capacity(CHALLENGED_CLIENTS)
+                .time_to_idle(UNANSWERED_MEMORY)
+                .build(),
+            config,
+        }
+    }
+
+    /// The settings.
+    pub(crate) fn config(&self) -> &ChallengeConfig {
+        &self.config
+    }
+
+    /// A fresh challenge for the client at `address` sending `user_agent`.
+    pub(crate) fn issue(&self, address: IpAddr, user_agent: &str, now: SystemTime) -> Issued {
+        let binding = Binding::of(address, user_agent);
+        let wait = self.config.wait.as_secs().min(u64::from(u16::MAX)) as u16;
+        let mut payload = Vec::with_capacity(CHALLENGE_BYTES + TAG);
+        payload.push(CHALLENGE_VERSION);
+        payload.extend_from_slice(&rand::rng().random::<u128>().to_le_bytes());
+        payload.extend_from_slice(&unix_seconds(now).to_le_bytes());
+        payload.push(self.config.difficulty);
+        payload.extend_from_slice(&wait.to_le_bytes());
+        payload.push(binding.family);
+        payload.extend_from_slice(&binding.network.to_le_bytes());
+        payload.extend_from_slice(&binding.agent.to_le_bytes());
+        let tag = mac(&self.challenge_key, &payload);
+        payload.extend_from_slice(&tag);
+        Issued {
+            token: URL_SAFE_NO_PAD.encode(&payload),
+            difficulty: self.config.difficulty,
+            wait: Duration::from_secs(u64::from(wait)),
+        }
+    }
+
+    /// A challenge page for the client at `address` sending `user_agent`, which sends it back to
+    /// `target` once answered; `note` says why a last answer was refused.
+    pub(crate) fn page(
+        &self,
+        address: IpAddr,
+        user_agent: &str,
+        target: &str,
+        note: Option<&str>,
+        now: SystemTime,
+    ) -> String {
+        let issued = self.issue(address, user_agent, now);
+        let target = if is_local_target(target) { target } else { "/" };
+        page::Page {
+            token: &issued.token,
+            difficulty: issued.difficulty,
+            wait: issued.wait,
+            pass_lifetime: self.config.pass_lifetime,
+            path: &self.config.path,
+            target,
+            links: [&self.links[0], &self.links[1]],
+            note,
+        }
+        .render()
+    }
+
+    /// Checks an answer to `token`: a proof of work `nonce`, or (`None`) the wait. The client
+    /// answering is the one at `address` sending `user_agent`.
+    pub(crate) fn answer(
+        &self,
+        token: &str,
+        nonce: Option<&str>,
+        address: IpAddr,
+        user_agent: &str,
+        now: SystemTime,
+    ) -> Result<Answered, AnswerError> {
+        let bytes = URL_SAFE_NO_PAD.decode(token).map_err(|_| AnswerError::Malformed)?;
+        if bytes.len() != CHALLENGE_BYTES + TAG || bytes[0] != CHALLENGE_VERSION {
+            return Err(AnswerError::Malformed);
+        }
+        let (payload, tag) = bytes.split_at(CHALLENGE_BYTES);
+        if !constant_time_eq(&mac(&self.challenge_key, payload), tag) {
+            return Err(AnswerError::Forged);
+        }
+        let id = u128::from_le_bytes(payload[1..17].try_into().expect("16 bytes"));
+        let issued = u64::from_le_bytes(payload[17..25].try_into().expect("8 bytes"));
+        let difficulty = payload[25];
+        let wait = u64::from(u16::from_le_bytes(payload[26..28].try_into().expect("2 bytes")));
+        let binding = Binding {
+            family: payload[28],
+            network: u128::from_le_bytes(payload[29..45].try_into().expect("16 bytes")),
+            agent: u64::from_le_bytes(payload[45..53].try_into().expect("8 bytes")),
+        };
+        let now_seconds = unix_seconds(now);
+        let age = now_seconds.saturating_sub(issued);
+        if age > CHALLENGE_LIFETIME.as_secs() || issued > now_seconds + 60 {
+            return Err(AnswerError::Expired);
+        }
+        let answering = Binding::of(address, user_agent);
+        let same_network = answering.family != binding.family || answering.network == binding.network;
+        if !same_network || answering.agent != binding.agent {
+            return Err(AnswerError::OtherClient);
+        }
+        let earned = match nonce {
+            Some(nonce) => {
+                if nonce.is_empty()
+                    || nonce.len() > NONCE_DIGITS
+                    || !nonce.bytes().all(|b| b.is_ascii_digit())
+                {
+                    return Err(AnswerError::Malformed);
+                }
+                if !meets_difficulty(token, nonce, difficulty) {
+                    return Err(AnswerError::WrongWork);
+                }
+                Earned::Work
+            }
+            None => {
+                if age < wait {
+                    return Err(AnswerError::TooEarly);
+                }
+                Earned::Wait
+            }
+        };
+        if self.used.entry_count() >= USED_CAPACITY {
+            return Err(AnswerError::Busy);
+        }
+        if !self.used.entry(id).or_insert(()).is_fresh() {
+            return Err(AnswerError::Replayed);
+        }
+        let issued_at = UNIX_EPOCH + Duration::from_secs(issued);
+        Ok(Answered { earned, solved_in: now.duration_since(issued_at).unwrap_or_default() })
+    }
+
+    /// A new pass, earned as `earned`: the cookie's value.
+    pub(crate) fn mint(&self, earned: Earned, now: SystemTime) -> String {
+        let issued = unix_seconds(now);
+        let expires = issued.saturating_add(self.config.pass_lifetime.as_secs());
+        let mut payload = Vec::with_capacity(PASS_BYTES + TAG);
+        payload.push(PASS_VERSION);
+        payload.extend_from_slice(&rand::rng().random::<u128>().to_le_bytes());
+        payload.extend_from_slice(&issued.to_le_bytes());
+        payload.extend_from_slice(&expires.to_le_bytes());
+        payload.push(match earned {
+            Earned::Work => 1,
+            Earned::Wait => 2,
+        });
+        let tag = mac(&self.pass_key, &payload);
+        payload.extend_from_slice(&tag);
+        URL_SAFE_NO_PAD.encode(&payload)
+    }
+
+    /// The `Set-Cookie` value for a pass: the whole site, not readable by scripts, sent on
+    /// top-level navigations from other sites (a link to the site works), `Secure` over https.
+    pub(crate) fn set_cookie(&self, value: &str, secure: bool) -> String {
+        format!(
+            "{PASS_COOKIE}={value}; Path=/; Max-Age={}; HttpOnly; SameSite=Lax{}",
+            self.config.pass_lifetime.as_secs(),
+            if secure { "; Secure" } else { "" }
+        )
+    }
+
+    /// The pass a `Cookie` header holds, if any. With several pass cookies (a stale one from a
+    /// parent domain, say), a valid one wins.
+    pub(crate) fn pass_in(&self, cookies: &str, now: SystemTime) -> PassCheck {
+        let mut found = PassCheck::None;
+        for pair in cookies.split(';') {
+            let Some((name, value)) = pair.split_once('=') else { continue };
+            if name.trim() != PASS_COOKIE {
+                continue;
+            }
+            match self.read_pass(value.trim().trim_matches('"'), now) {
+                valid @ PassCheck::Valid(_) => return valid,
+                other => found = other,
+            }
+        }
+        found
+    }
+
+    /// Reads one pass cookie's value.
+    pub(crate) fn read_pass(&self, value: &str, now: SystemTime) -> PassCheck {
+        // A pass's text is 68 characters; anything much longer is not one, and is not decoded.
+        if value.len() > 128 {
+            return PassCheck::Invalid;
+        }
+        let Ok(bytes) = URL_SAFE_NO_PAD.decode(value) else { return PassCheck::Invalid };
+        if bytes.len() != PASS_BYTES + TAG || bytes[0] != PASS_VERSION {
+            return PassCheck::Invalid;
+        }
+        let (payload, tag) = bytes.split_at(PASS_BYTES);
+        if !constant_time_eq(&mac(&self.pass_key, payload), tag) {
+            return PassCheck::Invalid;
+        }
+        let earned = match payload[33] {
+            1 => Earned::Work,
+            2 => Earned::Wait,
+            _ => return PassCheck::Invalid,
+        };
+        let pass = Pass {
+            id: u128::from_le_bytes(payload[1..17].try_into().expect("16 bytes")),
+            issued: u64::from_le_bytes(payload[17..25].try_into().expect("8 bytes")),
+            expires: u64::from_le_bytes(payload[25..33].try_into().expect("8 bytes")),
+            earned,
+        };
+        if unix_seconds(now) >= pass.expires {
+            return PassCheck::Expired;
+        }
+        PassCheck::Valid(pass)
+    }
+
+    /// Records a use of pass `id` from `address` at `at` (a page view or not) on this replica:
+    /// the networks it was used from in the window, and whether its page pace is over the limit.
+    pub(crate) fn observe_pass(&self, id: u128, address: IpAddr, page_view: bool, at: Instant) -> PassUse {
+        let burn = &self.config.burn;
+        let record = self.passes.get_with(id, || {
+            Arc::new(Mutex::new(PassRecord { networks: Vec::new(), page_due: at, burned: false }))
+        });
+        let mut record = record.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        let (family, network) = network_of(address);
+        record.networks.retain(|&(_, _, seen)| at.saturating_duration_since(seen) <= burn.window);
+        match record.networks.iter_mut().find(|(f, n, _)| *f == family && *n == network) {
+            Some(entry) => entry.2 = entry.2.max(at),
+            None => {
+                if record.networks.len() > burn.networks as usize {
+                    // Over the limit already: keep the list bounded, dropping the oldest.
+                    let oldest =
+                        (0..record.networks.len()).min_by_key(|&i| record.networks[i].2).unwrap_or(0);
+                    record.networks.swap_remove(oldest);
+                }
+                record.networks.push((family, network, at));
+            }
+        }
+        let mut pages_over = false;
+        if page_view {
+            let interval = Duration::from_secs(60) / burn.pages_per_minute.max(1);
+            let tolerance = interval * burn.page_burst.max(1).saturating_sub(1);
+            if record.page_due.saturating_duration_since(at) > tolerance {
+                pages_over = true;
+            } else {
+                record.page_due = record.page_due.max(at) + interval;
+            }
+        }
+        PassUse { networks: record.networks.len() as u32, pages_over, burned_before: record.burned }
+    }
+
+    /// Why a pass with `trap_hits` and this use is burned, if it is: its holders walked the trap,
+    /// used it from too many networks, or read too fast. Marks it burned on this replica.
+    pub(crate) fn burn_reason(&self, id: u128, trap_hits: u64, used: &PassUse) -> Option<&'static str> {
+        let burn = &self.config.burn;
+        let reason = if trap_hits >= u64::from(burn.trap_hits) {
+            "trap_hits"
+        } else if used.networks > burn.networks {
+            "networks"
+        } else if used.pages_over {
+            "pages"
+        } else if used.burned_before {
+            // Burned here for its networks or pace, before the trap hits that record it arrived.
+            "trap_hits"
+        } else {
+            return None;
+        };
+        if let Some(record) = self.passes.get(&id) {
+            record.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).burned = true;
+        }
+        Some(reason)
+    }
+
+    /// Counts a challenge issued to `key`: returns how many are now unanswered.
+    pub(crate) fn challenged(&self, key: ClientKey) -> u32 {
+        let count = self.unanswered.get_with(key, || Arc::new(AtomicU32::new(0)));
+        count.fetch_add(1, Ordering::Relaxed).saturating_add(1)
+    }
+
+    /// Challenges issued to `key` since its last answer (within the last hour or so).
+    pub(crate) fn unanswered(&self, key: ClientKey) -> u32 {
+        self.unanswered.get(&key).map_or(0, |count| count.load(Ordering::Relaxed))
+    }
+
+    /// `key` answered a challenge: its count starts again.
+    pub(crate) fn answered(&self, key: ClientKey) {
+        self.unanswered.invalidate(&key);
+    }
+}
+
+/// Whether SHA-256 of `token` then `nonce` starts with `bits` zero bits.
+pub(crate) fn meets_difficulty(token: &str, nonce: &str, bits: u8) -> bool {
+    let mut hasher = Sha256::new();
+    hasher.update(token.as_bytes());
+    hasher.update(nonce.as_bytes());
+    leading_zero_bits(&hasher.finalize()) >= u32::from(bits)
+}
+
+fn leading_zero_bits(bytes: &[u8]) -> u32 {
+    let mut zeros = 0;
+    for &byte in bytes {
+        if byte == 0 {
+            zeros += 8;
+        } else {
+            return zeros + byte.leading_zeros();
+        }
+    }
+    zeros
+}
+
+fn mac(key: &[u8; 32], data: &[u8]) -> [u8; TAG] {
+    blake3::keyed_hash(key, data).as_bytes()[..TAG].try_into().expect("16 bytes")
+}
+
+/// Compares tags without stopping at the first difference, so timing tells nothing of a tag.
+fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |diff, (x, y)| diff | (x ^ y)) == 0
+}
+
+fn unix_seconds(time: SystemTime) -> u64 {
+    time.duration_since(UNIX_EPOCH).map_or(0, |since| since.as_secs())
+}
+
+/// Whether `target` may be redirected to after an answer: a path on this host only (`/...`,
+/// never `//host` or `/\host`, which browsers read as another host), without control characters.
+pub(crate) fn is_local_target(target: &str) -> bool {
+    target.starts_with('/')
+        && !target.starts_with("//")
+        && !target.starts_with("/\\")
+        && target.len() <= 4096
+        && !target.chars().any(|c| c.is_control() || c == '\\')
+}

@@ -1,0 +1,238 @@
+use std::net::IpAddr;
+use std::time::{Duration, Instant, SystemTime};
+
+use super::*;
+
+const CHROME: &str =
+    "Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/131.0.0.0 Safari/537.36";
+
+fn challenger() -> Challenger {
+    challenger_with(b"a secret", ChallengeConfig { difficulty: 8, ..ChallengeConfig::default() })
+}
+
+fn challenger_with(secret: &[u8], config: ChallengeConfig) -> Challenger {
+    Challenger::new(config, secret, ["<a href=\"/trap/a\">a</a>".into(), "<a href=\"/trap/b\">b</a>".into()])
+}
+
+fn ip(text: &str) -> IpAddr {
+    text.parse().unwrap()
+}
+
+/// The nonce a browser's worker would find.
+fn solve(token: &str, bits: u8) -> String {
+    (0u64..).map(|n| n.to_string()).find(|n| meets_difficulty(token, n, bits)).unwrap()
+}
+
+#[test]
+fn a_solved_challenge_earns_a_pass_once() {
+    let challenger = challenger();
+    let now = SystemTime::now();
+    let issued = challenger.issue(ip("198.51.100.7"), CHROME, now);
+    let nonce = solve(&issued.token, issued.difficulty);
+    let answered = challenger.answer(&issued.token, Some(&nonce), ip("198.51.100.7"), CHROME, now).unwrap();
+    assert_eq!(answered.earned, Earned::Work);
+    assert_eq!(
+        challenger.answer(&issued.token, Some(&nonce), ip("198.51.100.7"), CHROME, now),
+        Err(AnswerError::Replayed)
+    );
+}
+
+#[test]
+fn a_wrong_nonce_a_forged_token_or_an_old_one_earns_nothing() {
+    let challenger = challenger();
+    let now = SystemTime::now();
+    let client = ip("198.51.100.7");
+    let issued = challenger.issue(client, CHROME, now);
+    let wrong = (0u64..).map(|n| n.to_string()).find(|n| !meets_difficulty(&issued.token, n, 8)).unwrap();
+    assert_eq!(
+        challenger.answer(&issued.token, Some(&wrong), client, CHROME, now),
+        Err(AnswerError::WrongWork)
+    );
+    for nonce in ["", "12a", "-1", "123456789012345678901"] {
+        assert_eq!(
+            challenger.answer(&issued.token, Some(nonce), client, CHROME, now),
+            Err(AnswerError::Malformed)
+        );
+    }
+    // Another secret's challenge, and one with a byte changed.
+    let foreign = challenger_with(b"another secret", ChallengeConfig::default()).issue(client, CHROME, now);
+    assert_eq!(challenger.answer(&foreign.token, Some("1"), client, CHROME, now), Err(AnswerError::Forged));
+    let mut bytes = URL_SAFE_NO_PAD.decode(&issued.token).unwrap();
+    bytes[25] = 0; // difficulty 0: a free pass, were the MAC not checked
+    let tampered = URL_SAFE_NO_PAD.encode(&bytes);
+    assert_eq!(challenger.answer(&tampered, Some("1"), client, CHROME, now), Err(AnswerError::Forged));
+    assert_eq!(challenger.answer("not a token", Some("1"), client, CHROME, now), Err(AnswerError::Malformed));
+    // Expired.
+    let later = now + CHALLENGE_LIFETIME + Duration::from_secs(1);
+    let nonce = solve(&issued.token, 8);
+    assert_eq!(
+        challenger.answer(&issued.token, Some(&nonce), client, CHROME, later),
+        Err(AnswerError::Expired)
+    );
+}
+
+#[test]
+fn a_challenge_is_bound_to_its_network_and_user_agent_but_not_to_an_address_family() {
+    let challenger = challenger();
+    let now = SystemTime::now();
+    let issued = challenger.issue(ip("198.51.100.7"), CHROME, now);
+    let nonce = solve(&issued.token, 8);
+    let answer =
+        |address: &str, agent: &str| challenger.answer(&issued.token, Some(&nonce), ip(address), agent, now);
+    assert_eq!(answer("203.0.113.7", CHROME), Err(AnswerError::OtherClient));
+    assert_eq!(answer("198.51.100.7", "python-requests/2.32"), Err(AnswerError::OtherClient));
+    // The same /24, or the browser switching to IPv6 mid-challenge (anubis#564): accepted.
+    assert!(answer("2001:db8::1", CHROME).is_ok());
+    let issued = challenger.issue(ip("198.51.100.7"), CHROME, now);
+    let nonce = solve(&issued.token, 8);
+    assert!(challenger.answer(&issued.token, Some(&nonce), ip("198.51.100.200"), CHROME, now).is_ok());
+}
+
+#[test]
+fn the_no_javascript_answer_is_accepted_only_after_the_wait() {
+    let challenger = challenger();
+    let now = SystemTime::now();
+    let client = ip("198.51.100.7");
+    let issued = challenger.issue(client, CHROME, now);
+    assert_eq!(challenger.answer(&issued.token, None, client, CHROME, now), Err(AnswerError::TooEarly));
+    let after = now + issued.wait;
+    let answered = challenger.answer(&issued.token, None, client, CHROME, after).unwrap();
+    assert_eq!(answered.earned, Earned::Wait);
+    assert!(answered.solved_in >= issued.wait);
+}
+
+#[test]
+fn a_pass_verifies_on_any_replica_with_the_secret_and_nowhere_else() {
+    let (a, b) = (challenger(), challenger());
+    let now = SystemTime::now();
+    let cookie = a.mint(Earned::Work, now);
+    let PassCheck::Valid(pass) = b.read_pass(&cookie, now) else { panic!("replica b refused a's pass") };
+    assert_eq!(pass.earned, Earned::Work);
+    assert_eq!(pass.expires - pass.issued, ChallengeConfig::default().pass_lifetime.as_secs());
+    let other = challenger_with(b"another secret", ChallengeConfig::default());
+    assert_eq!(other.read_pass(&cookie, now), PassCheck::Invalid);
+    // Every single-character change is caught.
+    for index in 0..cookie.len() {
+        let mut tampered = cookie.clone().into_bytes();
+        tampered[index] = if tampered[index] == b'A' { b'B' } else { b'A' };
+        let tampered = String::from_utf8(tampered).unwrap();
+        assert_ne!(a.read_pass(&tampered, now), PassCheck::Valid(pass), "{tampered}");
+    }
+    let expired = now + ChallengeConfig::default().pass_lifetime;
+    assert_eq!(a.read_pass(&cookie, expired), PassCheck::Expired);
+    assert_eq!(a.read_pass(&"A".repeat(5000), now), PassCheck::Invalid);
+}
+
+#[test]
+fn the_pass_is_found_among_other_cookies_and_a_valid_one_wins() {
+    let challenger = challenger();
+    let now = SystemTime::now();
+    let value = challenger.mint(Earned::Wait, now);
+    let header = format!("theme=dark; {PASS_COOKIE}=garbage; {PASS_COOKIE}={value}; session=1");
+    assert!(matches!(challenger.pass_in(&header, now), PassCheck::Valid(_)));
+    assert_eq!(challenger.pass_in("theme=dark", now), PassCheck::None);
+    assert_eq!(challenger.pass_in(&format!("{PASS_COOKIE}=garbage"), now), PassCheck::Invalid);
+    let cookie = challenger.set_cookie(&value, true);
+    for part in ["Path=/", "HttpOnly", "SameSite=Lax", "Secure", "Max-Age=604800"] {
+        assert!(cookie.contains(part), "{cookie}");
+    }
+    assert!(!challenger.set_cookie(&value, false).contains("Secure"));
+}
+
+#[test]
+fn a_pass_used_from_too_many_networks_or_read_too_fast_is_burned() {
+    let challenger = challenger();
+    let start = Instant::now();
+    // One person: home, phone, office, each a few times, reading at a person's pace.
+    for (minute, address) in ["198.51.100.7", "203.0.113.9", "192.0.2.4", "198.51.100.8"].iter().enumerate() {
+        let used =
+            challenger.observe_pass(1, ip(address), true, start + Duration::from_secs(minute as u64 * 60));
+        assert_eq!(challenger.burn_reason(1, 0, &used), None);
+    }
+    // A proxy pool: a new /24 for each request.
+    let mut reason = None;
+    for n in 0..20u8 {
+        let used = challenger.observe_pass(2, ip(&format!("10.{n}.0.1")), false, start);
+        reason = reason.or(challenger.burn_reason(2, 0, &used));
+    }
+    assert_eq!(reason, Some("networks"));
+    // Pages as fast as a program asks for them: burned within the burst.
+    let burst = ChallengeConfig::default().burn.page_burst;
+    let burned_at = (1..=100u32)
+        .find(|&page| {
+            let used = challenger.observe_pass(
+                3,
+                ip("198.51.100.7"),
+                true,
+                start + Duration::from_millis(u64::from(page) * 100),
+            );
+            challenger.burn_reason(3, 0, &used).is_some()
+        })
+        .unwrap();
+    assert_eq!(burned_at, burst + 1);
+    // Trap hits, and a burn stays.
+    let used = challenger.observe_pass(4, ip("198.51.100.7"), true, start);
+    assert_eq!(challenger.burn_reason(4, 2, &used), Some("trap_hits"));
+    let used = challenger.observe_pass(4, ip("198.51.100.7"), true, start + Duration::from_secs(600));
+    assert!(used.burned_before);
+}
+
+#[test]
+fn a_person_reading_a_page_every_few_seconds_never_burns_a_pass() {
+    let challenger = challenger();
+    let start = Instant::now();
+    for page in 0..600u64 {
+        let used =
+            challenger.observe_pass(5, ip("198.51.100.7"), true, start + Duration::from_secs(page * 3));
+        assert_eq!(challenger.burn_reason(5, 0, &used), None, "page {page}");
+    }
+}
+
+#[test]
+fn unanswered_challenges_are_counted_until_an_answer() {
+    let challenger = challenger();
+    let key = crate::client::ClientIdentity::new(vec![], 32, 64).key(ip("198.51.100.7"));
+    assert_eq!(challenger.unanswered(key), 0);
+    challenger.challenged(key);
+    assert_eq!(challenger.challenged(key), 2);
+    assert_eq!(challenger.unanswered(key), 2);
+    challenger.answered(key);
+    assert_eq!(challenger.unanswered(key), 0);
+}
+
+#[test]
+fn only_paths_on_the_same_host_are_return_targets() {
+    for good in ["/", "/blog/post?page=2", "/a/b#c"] {
+        assert!(is_local_target(good), "{good}");
+    }
+    for bad in [
+        "https://evil.example/",
+        "//evil.example/",
+        "/\\evil.example",
+        "\\\\evil.example",
+        "evil.example",
+        "javascript:alert(1)",
+        "/\u{0}x",
+        "/\tx",
+        "",
+    ] {
+        assert!(!is_local_target(bad), "{bad:?}");
+    }
+}
+
+#[test]
+fn the_page_is_small_self_contained_and_carries_the_trap_links() {
+    let challenger = challenger();
+    let html =
+        challenger.page(ip("198.51.100.7"), CHROME, "/blog/\"><script>x</script>", None, SystemTime::now());
+    assert!(html.len() < 6 * 1024, "{} bytes", html.len());
+    assert!(html.contains("/trap/a") && html.contains("/trap/b"));
+    assert!(html.contains("<script src=\"/.quagmire/challenge.js\"></script>"));
+    assert!(html.contains("http-equiv=\"refresh\" content=\"5; url=/.quagmire/answer?c="));
+    // No third-party resource, and the target is escaped, not markup.
+    assert!(!html.contains("http://") && !html.contains("https://"));
+    assert!(!html.contains("<script>x"));
+    // A target that is not a path here is not carried at all.
+    let html = challenger.page(ip("198.51.100.7"), CHROME, "//evil.example/", None, SystemTime::now());
+    assert!(html.contains("&amp;to=%2F\"") && !html.contains("evil"));
+}

@@ -1,0 +1,148 @@
+//! The challenge's HTTP side: the page a challenge verdict answers with; the same page for
+//! nginx, whose `auth_request` drops the verdict's body (`/challenge`, called from its
+//! `error_page`); and the reserved path under the site's own host (`challenge { path }`, which
+//! the proxy routes here unjudged): the answer, which sets the pass and sends the browser back
+//! with a 303, and the page's script and worker.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::SystemTime;
+
+use axum::body::Body;
+use axum::extract::{ConnectInfo, Request, State};
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+
+use crate::app::App;
+use crate::challenge::{is_local_target, page::CONTENT_SECURITY_POLICY, page::SCRIPT, page::WORKER};
+
+/// The status of a challenge page. nginx's `auth_request` passes on only 401 and 403 (403 is the
+/// trap's there), so 401 it is, for every proxy alike: Caddy and Traefik copy any non-2xx
+/// verdict to the client, HAProxy's configs return it. Browsers show a 401's page as any other.
+pub(crate) const CHALLENGE_STATUS: StatusCode = StatusCode::UNAUTHORIZED;
+
+/// A challenge page for the client at `address`, which sends it back to `target` once answered.
+pub(crate) fn page(
+    app: &App,
+    address: std::net::IpAddr,
+    user_agent: &str,
+    target: &str,
+    note: Option<&str>,
+) -> Response {
+    let html = app.challenges.page(address, user_agent, target, note, SystemTime::now());
+    html_page(CHALLENGE_STATUS, html)
+}
+
+fn html_page(status: StatusCode, html: String) -> Response {
+    let mut response = Response::new(Body::from(html));
+    *response.status_mut() = status;
+    let headers = response.headers_mut();
+    headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("text/html; charset=utf-8"));
+    headers.insert(header::CONTENT_SECURITY_POLICY, HeaderValue::from_static(CONTENT_SECURITY_POLICY));
+    // Each page holds a fresh challenge: never from a cache.
+    headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    headers.insert(header::REFERRER_POLICY, HeaderValue::from_static("same-origin"));
+    headers.insert(header::X_CONTENT_TYPE_OPTIONS, HeaderValue::from_static("nosniff"));
+    response
+}
+
+/// `/challenge` on the verdict listener: the page for the request the proxy describes with the
+/// same headers as a verdict request (nginx's `error_page 401`).
+pub(crate) async fn page_for_proxy(
+    State(app): State<Arc<App>>,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    request: Request,
+) -> Response {
+    let forwarded = super::verdict::forwarded_request(peer.ip(), request.method(), request.headers());
+    let address = app.identity.client_address(peer.ip(), &forwarded.headers);
+    let user_agent = forwarded.header("user-agent").unwrap_or("");
+    let mut response = page(&app, address, user_agent, &forwarded.uri, None);
+    response.headers_mut().insert("x-quagmire-verdict", HeaderValue::from_static("challenge"));
+    response
+}
+
+/// `<path>answer?c=<challenge>&n=<nonce>&to=<target>` (no `n`: the no-JavaScript wait). A right
+/// answer sets the pass and redirects (303) to `target`, a path on the same host; a wrong one
+/// shows a fresh challenge saying why; a target that is not a local path is refused.
+pub(crate) async fn answer(
+    State(app): State<Arc<App>>,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    request: Request,
+) -> Response {
+    let (mut token, mut nonce, mut target) = (None, None, None);
+    for (name, value) in form_urlencoded::parse(request.uri().query().unwrap_or("").as_bytes()) {
+        match &*name {
+            "c" => token = Some(value.into_owned()),
+            "n" => nonce = Some(value.into_owned()),
+            "to" => target = Some(value.into_owned()),
+            _ => {}
+        }
+    }
+    let target = target.unwrap_or_else(|| "/".into());
+    if !is_local_target(&target) {
+        app.metrics.challenge_answer("bad_target", None);
+        return (StatusCode::BAD_REQUEST, "The return address must be a path on this site.\n")
+            .into_response();
+    }
+    let headers = request.headers();
+    let address = app.identity.client_address(peer.ip(), headers);
+    let user_agent = headers.get(header::USER_AGENT).and_then(|value| value.to_str().ok()).unwrap_or("");
+    let now = SystemTime::now();
+    let checked = match &token {
+        Some(token) => app.challenges.answer(token, nonce.as_deref(), address, user_agent, now),
+        None => Err(crate::challenge::AnswerError::Malformed),
+    };
+    match checked {
+        Ok(answered) => {
+            app.metrics.challenge_answer(answered.earned.as_str(), Some(answered.solved_in));
+            app.challenges.answered(app.identity.key(address));
+            let secure =
+                headers.get("x-forwarded-proto").and_then(|value| value.to_str().ok()).is_some_and(|proto| {
+                    proto.split(',').next().unwrap_or("").trim().eq_ignore_ascii_case("https")
+                });
+            let cookie = app.challenges.set_cookie(&app.challenges.mint(answered.earned, now), secure);
+            let mut response = Response::new(Body::empty());
+            *response.status_mut() = StatusCode::SEE_OTHER;
+            let headers = response.headers_mut();
+            // Checked above: a path on this host, so the browser stays on the site.
+            if let Ok(location) = HeaderValue::from_str(&target) {
+                headers.insert(header::LOCATION, location);
+            }
+            if let Ok(cookie) = HeaderValue::from_str(&cookie) {
+                headers.insert(header::SET_COOKIE, cookie);
+            }
+            headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+            response
+        }
+        Err(error) => {
+            app.metrics.challenge_answer(error.as_str(), None);
+            let note =
+                format!("Your browser's last answer was not accepted ({error}), so here is a new check.");
+            let mut response = page(&app, address, user_agent, &target, Some(&note));
+            *response.status_mut() = StatusCode::FORBIDDEN;
+            response
+        }
+    }
+}
+
+/// `<path>challenge.js`.
+pub(crate) async fn script() -> Response {
+    javascript(SCRIPT)
+}
+
+/// `<path>worker.js`.
+pub(crate) async fn worker() -> Response {
+    javascript(WORKER)
+}
+
+fn javascript(source: &'static str) -> Response {
+    (
+        [
+            (header::CONTENT_TYPE, HeaderValue::from_static("text/javascript; charset=utf-8")),
+            (header::CACHE_CONTROL, HeaderValue::from_static("public, max-age=3600")),
+            (header::X_CONTENT_TYPE_OPTIONS, HeaderValue::from_static("nosniff")),
+        ],
+        source,
+    )
+        .into_response()
+}
