@@ -1,11 +1,18 @@
 -- wrk script: forward-auth requests as Caddy sends them for a browser page view, from a
 -- rotating set of client addresses and pages. Requests are prepared once, so that wrk itself
--- spends little time per request.
+-- spends little time per request. With a file of pass cookies as its argument (wrk ... --
+-- passes.txt, one per line), client i sends pass i with its other cookie (bench/wrk-pass.sh).
 local prepared = {}
 local counter = 0
 
 init = function(args)
+  local passes = {}
+  if args[1] then
+    for line in io.lines(args[1]) do passes[#passes + 1] = line end
+  end
   for i = 1, 1000 do
+    local cookie = "sid=abc123"
+    if #passes > 0 then cookie = cookie .. "; quagmire_pass=" .. passes[(i - 1) % #passes + 1] end
     local headers = {
       ["Host"] = "127.0.0.1",
       ["X-Forwarded-Method"] = "GET",
@@ -23,7 +30,7 @@ init = function(args)
       ["Sec-Fetch-User"] = "?1",
       ["Sec-Ch-Ua"] = "\"Chromium\";v=\"130\", \"Not?A_Brand\";v=\"99\"",
       ["Upgrade-Insecure-Requests"] = "1",
-      ["Cookie"] = "sid=abc123",
+      ["Cookie"] = cookie,
     }
     prepared[i] = wrk.format("GET", "/verdict", headers)
   end

@@ -143,7 +143,7 @@ fn network_of(address: IpAddr) -> (u8, u128) {
 
 /// A challenge as issued: its token and what the page tells the client.
 #[derive(Clone, Debug)]
-pub(crate) struct Issued {
+pub struct Issued {
     /// The signed token, URL-safe.
     pub token: String,
     /// Leading zero bits the proof of work must find.
@@ -154,7 +154,7 @@ pub(crate) struct Issued {
 
 /// Why an answer was refused (each a metric label).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
-pub(crate) enum AnswerError {
+pub enum AnswerError {
     /// Not a token at all, or a nonce that is not a number.
     #[error("the answer is malformed")]
     Malformed,
@@ -199,7 +199,7 @@ impl AnswerError {
 
 /// An accepted answer.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct Answered {
+pub struct Answered {
     /// How the pass was earned.
     pub earned: Earned,
     /// Time from issue to answer.
@@ -208,7 +208,7 @@ pub(crate) struct Answered {
 
 /// A pass read from a cookie.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct Pass {
+pub struct Pass {
     /// Its random id.
     pub id: u128,
     /// When it was earned (Unix seconds).
@@ -221,7 +221,7 @@ pub(crate) struct Pass {
 
 /// What a request's cookies hold.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum PassCheck {
+pub enum PassCheck {
     /// No pass cookie.
     None,
     /// A good pass.
@@ -256,7 +256,7 @@ pub(crate) struct PassUse {
 }
 
 /// Issues and checks challenges, mints and reads passes, and keeps per-replica pass records.
-pub(crate) struct Challenger {
+pub struct Challenger {
     config: ChallengeConfig,
     challenge_key: [u8; 32],
     pass_key: [u8; 32],
@@ -282,7 +282,7 @@ struct PassRecord {
 impl Challenger {
     /// A challenger for `config`, its keys derived from `secret`; its pages carry `links` (hidden
     /// trap links, see `snippets`).
-    pub(crate) fn new(config: ChallengeConfig, secret: &[u8], links: [String; 2]) -> Challenger {
+    pub fn new(config: ChallengeConfig, secret: &[u8], links: [String; 2]) -> Challenger {
         Challenger {
             links,
             challenge_key: blake3::derive_key("quagmire 2026-12 challenge MAC", secret),
@@ -306,7 +306,7 @@ impl Challenger {
     }
 
     /// A fresh challenge for the client at `address` sending `user_agent`.
-    pub(crate) fn issue(&self, address: IpAddr, user_agent: &str, now: SystemTime) -> Issued {
+    pub fn issue(&self, address: IpAddr, user_agent: &str, now: SystemTime) -> Issued {
         let binding = Binding::of(address, user_agent);
         let wait = self.config.wait.as_secs().min(u64::from(u16::MAX)) as u16;
         let mut payload = Vec::with_capacity(CHALLENGE_BYTES + TAG);
@@ -354,7 +354,7 @@ impl Challenger {
 
     /// Checks an answer to `token`: a proof of work `nonce`, or (`None`) the wait. The client
     /// answering is the one at `address` sending `user_agent`.
-    pub(crate) fn answer(
+    pub fn answer(
         &self,
         token: &str,
         nonce: Option<&str>,
@@ -420,7 +420,7 @@ impl Challenger {
     }
 
     /// A new pass, earned as `earned`: the cookie's value.
-    pub(crate) fn mint(&self, earned: Earned, now: SystemTime) -> String {
+    pub fn mint(&self, earned: Earned, now: SystemTime) -> String {
         let issued = unix_seconds(now);
         let expires = issued.saturating_add(self.config.pass_lifetime.as_secs());
         let mut payload = Vec::with_capacity(PASS_BYTES + TAG);
@@ -449,7 +449,7 @@ impl Challenger {
 
     /// The pass a `Cookie` header holds, if any. With several pass cookies (a stale one from a
     /// parent domain, say), a valid one wins.
-    pub(crate) fn pass_in(&self, cookies: &str, now: SystemTime) -> PassCheck {
+    pub fn pass_in(&self, cookies: &str, now: SystemTime) -> PassCheck {
         let mut found = PassCheck::None;
         for pair in cookies.split(';') {
             let Some((name, value)) = pair.split_once('=') else { continue };
@@ -465,7 +465,7 @@ impl Challenger {
     }
 
     /// Reads one pass cookie's value.
-    pub(crate) fn read_pass(&self, value: &str, now: SystemTime) -> PassCheck {
+    pub fn read_pass(&self, value: &str, now: SystemTime) -> PassCheck {
         // A pass's text is 68 characters; anything much longer is not one, and is not decoded.
         if value.len() > 128 {
             return PassCheck::Invalid;
@@ -570,7 +570,7 @@ impl Challenger {
 }
 
 /// Whether SHA-256 of `token` then `nonce` starts with `bits` zero bits.
-pub(crate) fn meets_difficulty(token: &str, nonce: &str, bits: u8) -> bool {
+pub fn meets_difficulty(token: &str, nonce: &str, bits: u8) -> bool {
     let mut hasher = Sha256::new();
     hasher.update(token.as_bytes());
     hasher.update(nonce.as_bytes());

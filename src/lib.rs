@@ -77,6 +77,12 @@ pub use snippets::Snippets;
 // One decision, as the benches and bench tools drive it.
 pub use verdict::{ForwardedRequest, How, RunRules, Verify, decide_blocking};
 
+// Challenges and passes, for the benches of their checks.
+pub use challenge::{
+    AnswerError, Answered, BurnLimits, ChallengeConfig, Challenger, Issued, Pass, PassCheck, meets_difficulty,
+};
+pub use claims::Earned;
+
 // The trap's parts, for the page benches and the fingerprint tool.
 pub use corpus::{embedded as embedded_corpus, load as load_corpus};
 pub use generator::markov::Chain;

@@ -7,7 +7,9 @@ use criterion::{BatchSize, Criterion, criterion_group, criterion_main};
 use quagmire::App;
 use quagmire::Config;
 use quagmire::Secret;
+use quagmire::{ChallengeConfig, Challenger, Earned, PassCheck, meets_difficulty};
 use quagmire::{ForwardedRequest, How, RunRules, Verify, decide_blocking};
+use std::time::SystemTime;
 
 /// Rules on a worker, as the service runs them; nothing waited for.
 const WORKER: How = How { rules: RunRules::Worker, verify: Verify::AsCached, trace: false };
@@ -74,6 +76,24 @@ fn decisions(c: &mut Criterion) {
             )
         });
     }
+    // The same page view carrying a valid pass: reading and checking the cookie, the pass's own
+    // record, its networks and page pace. Each iteration is a new pass (minted outside the
+    // timing), so its page pace never runs over.
+    let challenger =
+        Challenger::new(ChallengeConfig::default(), secret.as_bytes(), [String::new(), String::new()]);
+    group.bench_function("browser_allowed_here_with_pass", |b| {
+        b.iter_batched(
+            || {
+                let mut request = human.clone();
+                let cookie =
+                    format!("sid=abc123; quagmire_pass={}", challenger.mint(Earned::Work, SystemTime::now()));
+                request.headers = request.headers.iter().chain([("cookie", cookie.as_str())]).collect();
+                request
+            },
+            |request| decide_blocking(&app, request, HERE),
+            BatchSize::SmallInput,
+        )
+    });
     // The rules alone on prepared facts.
     let facts = decide_blocking(&app, human.clone(), WORKER).facts;
     group.bench_function("rules_only", |b| b.iter(|| black_box(app.rules().evaluate(black_box(&facts)))));
@@ -95,5 +115,24 @@ fn robots_app(secret: &Secret) -> App {
     App::build(config, secret).expect("the config builds")
 }
 
-criterion_group!(benches, decisions);
+/// The two checks a challenge costs the server: a pass cookie's MAC and expiry on every verdict
+/// that carries one, and one answer's proof of work (a single SHA-256).
+fn checks(c: &mut Criterion) {
+    let challenger =
+        Challenger::new(ChallengeConfig::default(), b"bench-secret", [String::new(), String::new()]);
+    let now = SystemTime::now();
+    let cookie = challenger.mint(Earned::Work, now);
+    let issued = challenger.issue([198, 51, 100, 7].into(), "Mozilla/5.0", now);
+    let nonce = (0u64..).map(|n| n.to_string()).find(|n| meets_difficulty(&issued.token, n, 16)).unwrap();
+    let mut group = c.benchmark_group("challenge");
+    group.bench_function("pass_check", |b| {
+        b.iter(|| assert!(matches!(challenger.read_pass(black_box(&cookie), now), PassCheck::Valid(_))))
+    });
+    group.bench_function("work_check", |b| {
+        b.iter(|| assert!(meets_difficulty(black_box(&issued.token), &nonce, 16)))
+    });
+    group.finish();
+}
+
+criterion_group!(benches, decisions, checks);
 criterion_main!(benches);

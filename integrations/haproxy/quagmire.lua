@@ -4,9 +4,11 @@
 -- The action `lua.quagmire` asks quagmire's /verdict about the request, sending the client's
 -- headers (never its body) plus the X-Forwarded-* headers, and leaves the answer in variables:
 --   txn.quagmire_status    the verdict's HTTP status (599 when quagmire cannot be reached)
---   txn.quagmire_verdict   X-Quagmire-Verdict ("allow" or "trap")
+--   txn.quagmire_verdict   X-Quagmire-Verdict ("allow", "trap" or "challenge")
 --   txn.quagmire_rule      X-Quagmire-Rule (the deciding rule)
 --   txn.quagmire_location  Location (redirect mode)
+--   txn.quagmire_body      the challenge page, for a challenge verdict (401), with
+--   txn.quagmire_csp       its Content-Security-Policy
 -- The verdict address comes from the environment variable QUAGMIRE_VERDICT_URL, which the
 -- haproxy.cfg examples set with `setenv` in their global section.
 
@@ -55,4 +57,8 @@ core.register_action("quagmire", { "http-req" }, function(txn)
   txn:set_var("txn.quagmire_verdict", first(answer["x-quagmire-verdict"]) or "")
   txn:set_var("txn.quagmire_rule", first(answer["x-quagmire-rule"]) or "")
   txn:set_var("txn.quagmire_location", first(answer["location"]) or "")
+  if response.status == 401 then
+    txn:set_var("txn.quagmire_body", response.body or "")
+    txn:set_var("txn.quagmire_csp", first(answer["content-security-policy"]) or "default-src 'none'")
+  end
 end, 0)

@@ -1,3 +1,5 @@
+//! The challenge's tokens, answers, passes and burns, as specifications.
+
 use std::net::IpAddr;
 use std::time::{Duration, Instant, SystemTime};
 

@@ -26,6 +26,10 @@
 //! - `cli`: `check` errors that point at line and column, `generate`, `explain`;
 //! - `store`: replicas sharing client state through a real Redis and a real Redis Cluster; the
 //!   store stopped, hung and restarted under traffic; concurrent trap hits adding up;
+//! - `challenge`: the challenge verdict with a real headless Chromium through every shipped proxy
+//!   config in both modes: challenged, answered (with and without JavaScript), read on with a
+//!   pass; programs trapped; passes forged, shared across networks or walking the trap; the
+//!   default config's pace targets for a crawling browser and a reading person;
 //! - `pace`: a person's reading pace and a crawler's, from a datacenter address, replayed through
 //!   the default rules: the crawler over the request quota within 240 requests, the person never;
 //! - `robots`: the site's robots.txt from a real origin through the real Caddy: crawlers that obey
@@ -37,6 +41,7 @@
 #![allow(unreachable_pub)]
 
 mod admin;
+mod challenge;
 mod cli;
 mod connections;
 mod crawlers;

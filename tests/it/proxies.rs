@@ -204,7 +204,7 @@ pub(crate) async fn start_traefik(
 }
 
 /// HAProxy with the config and, beside it, the shipped `quagmire.lua`.
-async fn start_haproxy(binary: &Path, text: &str, address: SocketAddr) -> Proxy {
+pub(crate) async fn start_haproxy(binary: &Path, text: &str, address: SocketAddr) -> Proxy {
     let dir = tempfile::tempdir().unwrap();
     let lua = Path::new(env!("CARGO_MANIFEST_DIR")).join("integrations/haproxy/quagmire.lua");
     std::fs::copy(&lua, dir.path().join("quagmire.lua")).unwrap();
@@ -422,7 +422,7 @@ async fn caddy_behind_a_load_balancer_judges_each_client_by_its_own_address() {
     // Into each forward_auth and reverse_proxy block: every one sets X-Real-IP.
     let real_ip = "header_up X-Real-IP {remote_host}";
     let blocks = shipped.matches(real_ip).count();
-    assert_eq!(blocks, 4, "the shipped config changed: the README says four blocks");
+    assert_eq!(blocks, 5, "the shipped config changed: the README says five blocks");
     let text = shipped.replace(real_ip, &format!("{real_ip}\n{advice}"));
     let proxy = start_caddy(&binary, &text, address).await;
 

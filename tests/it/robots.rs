@@ -88,8 +88,10 @@ async fn through_caddy_the_sites_robots_txt_decides_for_crawlers_and_never_for_p
     // The one it names with a disallow reads what is allowed, and is trapped on what is not.
     assert!(reaches_origin(&base, AMAZONBOT, "/blog/post").await);
     assert!(!reaches_origin(&base, AMAZONBOT, "/private/notes").await);
-    // A person's browser is never judged by robots.txt.
-    let person = browser(client().get(format!("{base}/private/notes"))).send().await.unwrap();
+    // A person's browser is never judged by robots.txt. (From an address of its own: the
+    // crawlers' address has trap hits now, for which a browser there would be asked for a pass.)
+    let from_home = reqwest::Client::builder().local_address("127.0.0.2".parse().ok()).build().unwrap();
+    let person = browser(from_home.get(format!("{base}/private/notes"))).send().await.unwrap();
     assert_eq!(person.text().await.unwrap(), "origin GET /private/notes");
 
     // The site changes its mind about ClaudeBot: picked up on the next refresh.

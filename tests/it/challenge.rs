@@ -1,0 +1,552 @@
+//! The challenge verdict end to end: a real Chromium (Debian's `chromium`, headless, driven over
+//! WebDriver by `chromedriver`) through each shipped proxy config in both modes, in front of the
+//! real quagmire and a small origin serving pages with subresources, all on loopback. Chromium's
+//! address is 127.0.0.1, which the test ASN database puts in AS16509 (a cloud network), so its
+//! page views are challenged by the default rules. Also: curl, Wget and a Python client; forged,
+//! tampered, expired and foreign passes; a pass shared across networks or walking the trap; open
+//! redirects on the answer path; and the default config's pace targets.
+
+use std::net::{IpAddr, SocketAddr};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use axum::extract::Path as UrlPath;
+use axum::http::header;
+use axum::response::IntoResponse;
+use base64::Engine;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use sha2::Digest;
+use tokio::net::TcpListener;
+
+use crate::proxies::{Proxy, config, free_address, start_caddy, start_haproxy, start_nginx, start_traefik};
+use crate::support::{SECRET, Server, require_program, write_asn_db, write_file};
+
+/// Chromium's own User-Agent, as a crawler driving it sends it (headless Chromium says
+/// "HeadlessChrome", which the rules trap at once: not the case under test).
+const CHROMIUM_UA: &str =
+    "Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/140.0.0.0 Safari/537.36";
+const FIREFOX_UA: &str = "Mozilla/5.0 (X11; Linux x86_64; rv:140.0) Gecko/20100101 Firefox/140.0";
+
+/// Paths the origin served, in order.
+type Seen = Arc<Mutex<Vec<String>>>;
+
+/// A small site: `/page/N` is an HTML page with a stylesheet, a script and an image, linking to
+/// the next page; `/static/*` are those files.
+async fn start_site() -> (SocketAddr, Seen) {
+    let seen: Seen = Arc::new(Mutex::new(Vec::new()));
+    let (pages, files) = (seen.clone(), seen.clone());
+    let router = axum::Router::new()
+        .route(
+            "/page/{n}",
+            axum::routing::get(move |UrlPath(n): UrlPath<String>| {
+                let seen = pages.clone();
+                async move {
+                    seen.lock().unwrap().push(format!("/page/{n}"));
+                    let next = n.parse::<u32>().map_or(1, |n| n + 1);
+                    let html = format!(
+                        "<!doctype html><html><head><title>origin page {n}</title>\
+                         <link rel=\"stylesheet\" href=\"/static/site.css\"><script src=\"/static/site.js\"></script>\
+                         </head><body><h1>origin page {n}</h1><img src=\"/static/pic.svg\" alt=\"\">\
+                         <a href=\"/page/{next}\">next</a></body></html>"
+                    );
+                    ([(header::CONTENT_TYPE, "text/html; charset=utf-8")], html)
+                }
+            }),
+        )
+        .route(
+            "/static/{file}",
+            axum::routing::get(move |UrlPath(file): UrlPath<String>| {
+                let seen = files.clone();
+                async move {
+                    seen.lock().unwrap().push(format!("/static/{file}"));
+                    let (kind, body) = match file.rsplit('.').next() {
+                        Some("css") => ("text/css", "h1{color:#333}"),
+                        Some("js") => ("text/javascript", "document.documentElement.dataset.site='1';"),
+                        _ => ("image/svg+xml", "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"1\" height=\"1\"/>"),
+                    };
+                    ([(header::CONTENT_TYPE, kind)], body).into_response()
+                }
+            }),
+        )
+        .fallback(|uri: axum::http::Uri| async move { format!("origin GET {}", uri.path()) });
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let address = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, router).await });
+    (address, seen)
+}
+
+fn origin_pages(seen: &Seen) -> Vec<String> {
+    seen.lock().unwrap().iter().filter(|path| path.starts_with("/page/")).cloned().collect()
+}
+
+/// quagmire with an ASN database that puts 127.0.0.1 in AS16509 and `settings` added, behind
+/// `proxy` in `mode` with the site: what a test drives.
+struct Deployment {
+    server: Server,
+    _proxy: Proxy,
+    base: String,
+    seen: Seen,
+    _dir: tempfile::TempDir,
+}
+
+async fn deploy(proxy_name: &str, file: &str, settings: &str) -> Option<Deployment> {
+    let binary = require_program(proxy_name)?;
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("asn.mmdb");
+    write_asn_db(&db, &[("127.0.0.1/32", 16509, "Amazon.com, Inc.")]);
+    let answer = if file.contains("redirect") {
+        if proxy_name == "nginx" {
+            "verdict { answer \"nginx\" }\n"
+        } else {
+            "verdict { answer \"redirect\" }\n"
+        }
+    } else if proxy_name == "traefik" {
+        "verdict { trap-status 421 }\n"
+    } else {
+        ""
+    };
+    let text = format!("geo {{ asn \"{}\" }}\n{answer}{settings}", db.display());
+    let config_path = write_file(dir.path(), "quagmire.kdl", &text);
+    let server = Server::start(&["--config", &config_path]);
+    let (site, seen) = start_site().await;
+    let address = free_address();
+    let text = config(file, address, server.verdict, server.trap, site);
+    let proxy = match proxy_name {
+        "nginx" => start_nginx(&binary, &text, address).await,
+        "caddy" => start_caddy(&binary, &text, address).await,
+        "haproxy" => start_haproxy(&binary, &text, address).await,
+        "traefik" => {
+            let name = Path::new(file).file_name().unwrap().to_str().unwrap();
+            start_traefik(&binary, name, &text, [address, server.verdict, server.trap, site], "").await
+        }
+        other => panic!("no runner for {other}"),
+    };
+    Some(Deployment { server, _proxy: proxy, base: format!("http://{address}"), seen, _dir: dir })
+}
+
+/// A headless Chromium under chromedriver, with its own profile (and so its own cookies).
+struct Browser {
+    driver: Child,
+    port: u16,
+    session: String,
+    http: reqwest::Client,
+    _profile: tempfile::TempDir,
+}
+
+impl Browser {
+    /// `None` (not run) when Chromium or chromedriver is missing outside CI.
+    async fn start(javascript: bool) -> Option<Browser> {
+        let chromium = require_program("chromium")?;
+        let chromedriver = require_program("chromedriver")?;
+        let port = free_address().port();
+        let driver = Command::new(chromedriver)
+            .arg(format!("--port={port}"))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("chromedriver starts");
+        let http = reqwest::Client::new();
+        let profile = tempfile::tempdir().unwrap();
+        let mut args = vec![
+            "--headless=new".to_string(),
+            "--no-sandbox".into(),
+            "--disable-gpu".into(),
+            "--disable-dev-shm-usage".into(),
+            "--no-first-run".into(),
+            "--disable-background-networking".into(),
+            "--disable-component-update".into(),
+            "--disable-features=Translate,OptimizationHints,MediaRouter,InterestFeedContentSuggestions"
+                .into(),
+            format!("--user-agent={CHROMIUM_UA}"),
+            format!("--user-data-dir={}", profile.path().display()),
+        ];
+        if !javascript {
+            args.push("--blink-settings=scriptEnabled=false".into());
+        }
+        let capabilities = serde_json::json!({
+            "capabilities": { "alwaysMatch": {
+                "browserName": "chrome",
+                "goog:chromeOptions": { "binary": chromium, "args": args },
+            } }
+        });
+        let mut browser = Browser { driver, port, session: String::new(), http, _profile: profile };
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let response =
+                browser.http.post(browser.url("/session")).body(capabilities.to_string()).send().await;
+            if let Ok(response) = response {
+                let body: serde_json::Value = serde_json::from_str(&response.text().await.unwrap()).unwrap();
+                browser.session = body["value"]["sessionId"]
+                    .as_str()
+                    .unwrap_or_else(|| panic!("no WebDriver session: {body}"))
+                    .to_string();
+                return Some(browser);
+            }
+            assert!(Instant::now() < deadline, "chromedriver did not answer on port {port}");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    fn url(&self, path: &str) -> String {
+        format!("http://127.0.0.1:{}{path}", self.port)
+    }
+
+    /// Navigates to `url` and waits for the page to load (not for what its scripts do after).
+    async fn go(&self, url: &str) {
+        let path = format!("/session/{}/url", self.session);
+        let body = serde_json::json!({ "url": url }).to_string();
+        let response = self.http.post(self.url(&path)).body(body).send().await.unwrap();
+        assert!(response.status().is_success(), "navigating to {url}: {}", response.text().await.unwrap());
+    }
+
+    /// The current page's HTML.
+    async fn source(&self) -> String {
+        let path = format!("/session/{}/source", self.session);
+        let text = self.http.get(self.url(&path)).send().await.unwrap().text().await.unwrap();
+        let body: serde_json::Value = serde_json::from_str(&text).unwrap();
+        body["value"].as_str().unwrap_or_default().to_string()
+    }
+
+    /// Waits until the page is no longer the challenge, and returns it.
+    async fn past_the_challenge(&self, within: Duration) -> String {
+        let deadline = Instant::now() + within;
+        loop {
+            let source = self.source().await;
+            if !is_challenge(&source) {
+                return source;
+            }
+            assert!(Instant::now() < deadline, "still on the challenge page after {within:?}:\n{source}");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+}
+
+impl Drop for Browser {
+    fn drop(&mut self) {
+        // Ending the session closes Chromium; killing chromedriver alone would leave it running.
+        if !self.session.is_empty()
+            && let Ok(mut stream) = std::net::TcpStream::connect(("127.0.0.1", self.port))
+        {
+            use std::io::{Read, Write};
+            let _ = stream.set_read_timeout(Some(Duration::from_secs(10)));
+            let request = format!(
+                "DELETE /session/{} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
+                self.session
+            );
+            let _ = stream.write_all(request.as_bytes());
+            let _ = stream.read_to_end(&mut Vec::new());
+        }
+        let _ = self.driver.kill();
+        let _ = self.driver.wait();
+    }
+}
+
+fn is_challenge(source: &str) -> bool {
+    source.contains("quagmire-challenge")
+}
+
+fn is_origin(source: &str, page: u32) -> bool {
+    source.contains(&format!("<h1>origin page {page}</h1>"))
+}
+
+/// The per-proxy settings: a quick proof of work and wait, and a pace allowance wide enough for
+/// 20 quick page views (the pace limits have a test of their own, on the default config).
+const WIRING: &str = "challenge {\n    difficulty 12\n    wait-seconds 2\n    burn-pages-per-minute 6000\n    burn-page-burst 1000\n}\n";
+
+/// Everything the issue asks of one proxy in one mode.
+async fn through(proxy_name: &str, file: &str) {
+    let Some(site) = deploy(proxy_name, file, WIRING).await else { return };
+    let Some(browser) = Browser::start(true).await else { return };
+    // From a challenged network: the challenge first, then the page once answered.
+    browser.go(&format!("{}/page/1", site.base)).await;
+    let page = browser.past_the_challenge(Duration::from_secs(30)).await;
+    assert!(is_origin(&page, 1), "{proxy_name} {file}: not the origin's page after the challenge:\n{page}");
+    // The next 20 page views and their subresources reach the origin, with no challenge.
+    let subresources_before =
+        site.seen.lock().unwrap().iter().filter(|path| path.starts_with("/static/")).count();
+    for n in 2..=21 {
+        browser.go(&format!("{}/page/{n}", site.base)).await;
+        let source = browser.source().await;
+        assert!(is_origin(&source, n), "{proxy_name} {file}: page {n} is not the origin's:\n{source}");
+    }
+    let statics = site.seen.lock().unwrap().iter().filter(|path| path.starts_with("/static/")).count();
+    assert!(statics >= subresources_before + 20, "subresources did not reach the origin: {statics}");
+    assert_eq!(origin_pages(&site.seen).len(), 21);
+    drop(browser);
+
+    // With JavaScript off: the no-script path, after the wait.
+    let Some(browser) = Browser::start(false).await else { return };
+    browser.go(&format!("{}/page/50", site.base)).await;
+    let started = Instant::now();
+    let page = browser.past_the_challenge(Duration::from_secs(30)).await;
+    assert!(is_origin(&page, 50), "{proxy_name} {file}: no page after the no-script wait:\n{page}");
+    assert!(started.elapsed() >= Duration::from_millis(500), "the wait was not waited");
+    browser.go(&format!("{}/page/51", site.base)).await;
+    assert!(is_origin(&browser.source().await, 51));
+    drop(browser);
+
+    // curl, Wget and a Python client never reach the origin: they end in the trap.
+    let before = origin_pages(&site.seen).len();
+    let commands: [(&str, Vec<String>); 3] = [
+        ("curl", vec!["-s".into(), "-L".into(), format!("{}/page/100", site.base)]),
+        ("wget", vec!["-q".into(), "-O".into(), "-".into(), format!("{}/page/101", site.base)]),
+        (
+            "python3",
+            vec![
+                "-c".into(),
+                "import sys, urllib.request; sys.stdout.write(urllib.request.urlopen(sys.argv[1]).read().decode())"
+                    .into(),
+                format!("{}/page/102", site.base),
+            ],
+        ),
+    ];
+    for (program, args) in commands {
+        let Some(path) = require_program(program) else { continue };
+        let output = Command::new(path).args(&args).output().unwrap();
+        let body = String::from_utf8_lossy(&output.stdout);
+        assert!(
+            body.starts_with("<!DOCTYPE html>") && !is_challenge(&body),
+            "{program} did not get a trap page:\n{body}"
+        );
+    }
+    assert_eq!(origin_pages(&site.seen).len(), before, "a program reached the origin");
+}
+
+#[tokio::test]
+async fn caddy_transparent_challenges_a_real_browser() {
+    through("caddy", "caddy/transparent.Caddyfile").await;
+}
+
+#[tokio::test]
+async fn caddy_redirect_challenges_a_real_browser() {
+    through("caddy", "caddy/redirect.Caddyfile").await;
+}
+
+#[tokio::test]
+async fn nginx_transparent_challenges_a_real_browser() {
+    through("nginx", "nginx/transparent.conf").await;
+}
+
+#[tokio::test]
+async fn nginx_redirect_challenges_a_real_browser() {
+    through("nginx", "nginx/redirect.conf").await;
+}
+
+#[tokio::test]
+async fn traefik_transparent_challenges_a_real_browser() {
+    through("traefik", "traefik/transparent.yml").await;
+}
+
+#[tokio::test]
+async fn traefik_redirect_challenges_a_real_browser() {
+    through("traefik", "traefik/redirect.yml").await;
+}
+
+#[tokio::test]
+async fn haproxy_transparent_challenges_a_real_browser() {
+    through("haproxy", "haproxy/transparent.cfg").await;
+}
+
+#[tokio::test]
+async fn haproxy_redirect_challenges_a_real_browser() {
+    through("haproxy", "haproxy/redirect.cfg").await;
+}
+
+/// A pass cookie as quagmire makes one (see `src/challenge.rs`): version, id, issue and expiry
+/// times, how it was earned, and a BLAKE3 MAC under a key derived from `secret`.
+fn pass_cookie(secret: &str, id: u128, issued: u64, expires: u64) -> String {
+    let mut payload = vec![1u8];
+    payload.extend_from_slice(&id.to_le_bytes());
+    payload.extend_from_slice(&issued.to_le_bytes());
+    payload.extend_from_slice(&expires.to_le_bytes());
+    payload.push(1);
+    let key = blake3::derive_key("quagmire 2026-12 pass MAC", secret.as_bytes());
+    let tag = blake3::keyed_hash(&key, &payload);
+    payload.extend_from_slice(&tag.as_bytes()[..16]);
+    format!("quagmire_pass={}", URL_SAFE_NO_PAD.encode(payload))
+}
+
+fn now() -> u64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_secs()
+}
+
+/// A page view through the deployment, from `from` (a loopback address), with `cookie`.
+async fn view(site: &Deployment, from: IpAddr, path: &str, cookie: &str) -> (u16, String) {
+    let http = reqwest::Client::builder()
+        .local_address(from)
+        .redirect(reqwest::redirect::Policy::limited(3))
+        .build()
+        .unwrap();
+    let mut request = http
+        .get(format!("{}{path}", site.base))
+        .header("user-agent", FIREFOX_UA)
+        .header("accept", "text/html")
+        .header("sec-fetch-mode", "navigate")
+        .header("sec-fetch-dest", "document");
+    if !cookie.is_empty() {
+        request = request.header("cookie", cookie);
+    }
+    let response = request.send().await.unwrap();
+    (response.status().as_u16(), response.text().await.unwrap())
+}
+
+/// What a page view got: the origin's page, the challenge, or the trap.
+async fn outcome(site: &Deployment, from: &str, path: &str, cookie: &str) -> &'static str {
+    let (status, body) = view(site, from.parse().unwrap(), path, cookie).await;
+    if body.contains("<h1>origin page") {
+        "origin"
+    } else if is_challenge(&body) {
+        assert_eq!(status, 401, "a challenge page is a 401");
+        "challenge"
+    } else {
+        "trap"
+    }
+}
+
+#[tokio::test]
+async fn a_forged_tampered_expired_or_foreign_pass_is_no_pass() {
+    let Some(site) = deploy("caddy", "caddy/transparent.Caddyfile", "").await else { return };
+    let good = pass_cookie(SECRET, 11, now(), now() + 3600);
+    assert_eq!(outcome(&site, "127.0.0.1", "/page/1", &good).await, "origin");
+    let mut tampered = good.clone().into_bytes();
+    let last = tampered.len() - 3;
+    tampered[last] = if tampered[last] == b'A' { b'B' } else { b'A' };
+    let cookies = [
+        (
+            "forged",
+            "quagmire_pass=AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA".to_string(),
+        ),
+        ("tampered", String::from_utf8(tampered).unwrap()),
+        ("expired", pass_cookie(SECRET, 12, now() - 7200, now() - 3600)),
+        ("another secret's", pass_cookie("another secret", 13, now(), now() + 3600)),
+    ];
+    for (what, cookie) in cookies {
+        assert_eq!(outcome(&site, "127.0.0.1", "/page/2", &cookie).await, "challenge", "a {what} pass");
+    }
+    let metrics =
+        reqwest::get(format!("http://{}/metrics", site.server.verdict)).await.unwrap().text().await.unwrap();
+    assert!(metrics.contains("quagmire_passes_total{result=\"invalid\"} 3"), "{metrics}");
+    assert!(metrics.contains("quagmire_passes_total{result=\"expired\"} 1"), "{metrics}");
+}
+
+#[tokio::test]
+async fn a_pass_used_from_many_networks_or_walking_the_trap_is_burned() {
+    let Some(site) = deploy("caddy", "caddy/transparent.Caddyfile", "").await else { return };
+    // A solved cookie shared across a proxy pool: a new /24 for every view.
+    let shared = pass_cookie(SECRET, 21, now(), now() + 3600);
+    let mut outcomes = Vec::new();
+    for n in 1..=12 {
+        outcomes.push(outcome(&site, &format!("127.{n}.0.1"), &format!("/page/{n}"), &shared).await);
+    }
+    assert_eq!(&outcomes[..8], ["origin"; 8], "{outcomes:?}");
+    assert!(outcomes[8..].iter().all(|outcome| *outcome == "trap"), "{outcomes:?}");
+    // Burned: trapped wherever it goes next.
+    assert_eq!(outcome(&site, "127.0.0.1", "/page/40", &shared).await, "trap");
+
+    // A holder walking the trap: its pass is burned, and follows it to a new address.
+    let walker = pass_cookie(SECRET, 22, now(), now() + 3600);
+    assert_eq!(outcome(&site, "127.50.0.1", "/page/41", &walker).await, "origin");
+    for n in 0..2 {
+        view(&site, "127.50.0.1".parse().unwrap(), &format!("/trap/walk-{n}"), &walker).await;
+    }
+    assert_eq!(outcome(&site, "127.60.0.1", "/page/42", &walker).await, "trap");
+    // A new pass from a fresh address is its own: nothing of the burned ones sticks to it.
+    let person = pass_cookie(SECRET, 23, now(), now() + 3600);
+    assert_eq!(outcome(&site, "127.70.0.1", "/page/43", &person).await, "origin");
+}
+
+#[tokio::test]
+async fn the_answer_path_redirects_only_within_the_site_and_sets_a_pass_once() {
+    let Some(site) =
+        deploy("caddy", "caddy/transparent.Caddyfile", "challenge {\n    difficulty 10\n}\n").await
+    else {
+        return;
+    };
+    // A challenge as a browser gets it, solved as its worker would.
+    let (status, page) = view(&site, "127.0.0.1".parse().unwrap(), "/page/1", "").await;
+    assert_eq!(status, 401);
+    let token = attribute(&page, "data-challenge");
+    let bits: u32 = attribute(&page, "data-difficulty").parse().unwrap();
+    let nonce = (0u64..)
+        .find(|n| {
+            let digest = sha2::Sha256::digest(format!("{token}{n}").as_bytes());
+            let zeros = digest
+                .iter()
+                .position(|byte| *byte != 0)
+                .map_or(256, |i| i as u32 * 8 + digest[i].leading_zeros());
+            zeros >= bits
+        })
+        .unwrap();
+    let http = reqwest::Client::builder().redirect(reqwest::redirect::Policy::none()).build().unwrap();
+    let answer = |target: &str| {
+        let target: String = form_urlencoded::byte_serialize(target.as_bytes()).collect();
+        http.get(format!("{}/.quagmire/answer?c={token}&n={nonce}&to={target}", site.base))
+            .header("user-agent", FIREFOX_UA)
+            .send()
+    };
+    for evil in ["//evil.example/", "https://evil.example/", "/\\evil.example", "javascript:alert(1)"] {
+        let response = answer(evil).await.unwrap();
+        assert_eq!(response.status(), 400, "{evil}");
+        assert!(response.headers().get("location").is_none());
+    }
+    let response = answer("/page/1?x=1").await.unwrap();
+    assert_eq!(response.status(), 303);
+    assert_eq!(response.headers()["location"], "/page/1?x=1");
+    let cookie = response.headers()["set-cookie"].to_str().unwrap().to_string();
+    for part in ["quagmire_pass=", "HttpOnly", "SameSite=Lax", "Path=/"] {
+        assert!(cookie.contains(part), "{cookie}");
+    }
+    let pass = cookie.split(';').next().unwrap().to_string();
+    assert_eq!(outcome(&site, "127.0.0.1", "/page/2", &pass).await, "origin");
+    // The same answer again: refused, with a fresh challenge.
+    let response = answer("/page/1").await.unwrap();
+    assert_eq!(response.status(), 403);
+    assert!(response.text().await.unwrap().contains("answered already"));
+}
+
+fn attribute(page: &str, name: &str) -> String {
+    let start =
+        page.find(&format!("{name}=\"")).unwrap_or_else(|| panic!("no {name} in\n{page}")) + name.len() + 2;
+    page[start..start + page[start..].find('"').unwrap()].to_string()
+}
+
+/// The default config's target: Chromium driven as a crawler from a datacenter address,
+/// answering challenges and fetching pages as fast as it can, reaches at most 10 origin pages
+/// before it is trapped.
+#[tokio::test]
+async fn a_real_browser_crawling_from_a_datacenter_reads_at_most_ten_pages() {
+    let Some(site) = deploy("caddy", "caddy/transparent.Caddyfile", "").await else { return };
+    let Some(browser) = Browser::start(true).await else { return };
+    let mut trapped_at = None;
+    for n in 1..=40 {
+        browser.go(&format!("{}/page/{n}", site.base)).await;
+        let source = browser.past_the_challenge(Duration::from_secs(60)).await;
+        if !is_origin(&source, n) {
+            trapped_at = Some(n);
+            break;
+        }
+    }
+    let pages = origin_pages(&site.seen);
+    assert!(trapped_at.is_some(), "the crawler read {} pages and was never trapped", pages.len());
+    assert!(pages.len() <= 10, "the crawler read {} origin pages: {pages:?}", pages.len());
+}
+
+/// The same Chromium as a person, a page every few seconds from the same network: never
+/// trapped, and challenged only once.
+#[tokio::test]
+async fn a_real_browser_reading_like_a_person_is_never_trapped() {
+    let Some(site) = deploy("caddy", "caddy/transparent.Caddyfile", "").await else { return };
+    let Some(browser) = Browser::start(true).await else { return };
+    for n in 1..=12 {
+        browser.go(&format!("{}/page/{n}", site.base)).await;
+        let source = browser.past_the_challenge(Duration::from_secs(60)).await;
+        assert!(is_origin(&source, n), "page {n} is not the origin's:\n{source}");
+        tokio::time::sleep(Duration::from_millis(2500)).await;
+    }
+    let metrics =
+        reqwest::get(format!("http://{}/metrics", site.server.verdict)).await.unwrap().text().await.unwrap();
+    assert!(metrics.contains("quagmire_challenges_issued_total 1\n"), "{metrics}");
+    assert!(!metrics.contains("quagmire_passes_burned_total{"), "{metrics}");
+}
