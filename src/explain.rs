@@ -173,6 +173,23 @@ pub fn explain(app: &App, request: ForwardedRequest, trap_hits: u32) -> String {
             );
         }
     }
+    match &facts.pass {
+        Some(pass) => {
+            let _ = writeln!(
+                out,
+                "pass        {:032x}, earned by {} {} s ago, {} networks, trap hits {}, {}",
+                pass.id,
+                pass.earned.as_str(),
+                pass.age,
+                pass.networks,
+                pass.history.trap_hits,
+                pass.burned.map_or("good".to_string(), |reason| format!("burned ({reason})"))
+            );
+        }
+        None => {
+            let _ = writeln!(out, "pass        none, {} challenges unanswered", facts.challenges);
+        }
+    }
     let _ = writeln!(out, "rules");
     let width = trace.iter().map(|outcome| outcome.rule.len()).max().unwrap_or(0);
     for outcome in trace {

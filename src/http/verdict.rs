@@ -110,6 +110,19 @@ fn respond(app: &App, judgement: &Judgement) -> Response {
             shadow,
             "trap"
         );
+    } else if decision.verdict == Verdict::Challenge && app.trap_lines.admit(&decision.rule, facts.key) {
+        // As traps: one line per rule and client a minute.
+        tracing::info!(
+            rule = %decision.rule,
+            reason = %clipped(&decision.reason),
+            client = %facts.key,
+            asn = facts.geo.asn.unwrap_or(0),
+            user_agent = %clipped(facts.user_agent()),
+            uri = %clipped(&facts.uri),
+            unanswered = facts.challenges,
+            shadow,
+            "challenge"
+        );
     } else if decision.verdict == Verdict::Allow {
         tracing::debug!(rule = %decision.rule, client = %facts.key, uri = %clipped(&facts.uri), "allow");
     }

@@ -108,6 +108,39 @@ async fn load(server: &Server, round: usize) {
         .await;
     verdict(server, &[("x-forwarded-for", &walker), ("user-agent", CHROME), ("sec-fetch-mode", "navigate")])
         .await;
+    // A browser answering a challenge (the test config's difficulty is 4 bits), then a page view
+    // with its pass and one with a forged pass.
+    let http = reqwest::Client::builder().redirect(reqwest::redirect::Policy::none()).build().unwrap();
+    let answerer = ip(30);
+    let page = http
+        .get(format!("http://{}/challenge", server.verdict))
+        .header("user-agent", CHROME)
+        .header("x-forwarded-for", &answerer)
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let start = page.find("data-challenge=\"").unwrap() + "data-challenge=\"".len();
+    let token = &page[start..start + page[start..].find('"').unwrap()];
+    let nonce = (0u64..)
+        .find(|n| {
+            use sha2::Digest;
+            sha2::Sha256::digest(format!("{token}{n}").as_bytes())[0] >> 4 == 0
+        })
+        .unwrap();
+    let answered = http
+        .get(format!("http://{}/.quagmire/answer?c={token}&n={nonce}&to=%2F", server.verdict))
+        .header("user-agent", CHROME)
+        .header("x-forwarded-for", &answerer)
+        .send()
+        .await
+        .unwrap();
+    let cookie = answered.headers()["set-cookie"].to_str().unwrap().split(';').next().unwrap().to_string();
+    for cookie in [cookie.as_str(), "quagmire_pass=forged"] {
+        verdict(server, &[("x-forwarded-for", &answerer), ("user-agent", CHROME), ("cookie", cookie)]).await;
+    }
 }
 
 /// A panel query with Grafana's variables resolved as a user selecting "All" would see it.
@@ -125,7 +158,7 @@ async fn every_panel_query_returns_data_from_a_real_prometheus() {
     let drip = write_file(
         dir.path(),
         "drip.kdl",
-        "trap {\n drip {\n  enabled #true\n  bytes-per-second 1000000\n }\n}\n",
+        "trap {\n drip {\n  enabled #true\n  bytes-per-second 1000000\n }\n}\nchallenge {\n difficulty 4\n}\n",
     );
     let server = Server::start(&["--config", &drip]);
     let prometheus = start_prometheus(&binary, dir.path(), &server.verdict.to_string());
@@ -278,6 +311,10 @@ fn dashboard_and_alerts_use_only_metrics_quagmire_exports() {
     metrics.robots("GPTBot", true);
     metrics.crowdsec_pull(false);
     metrics.crowdsec_alerts("sent", 1);
+    metrics.challenge_issued();
+    metrics.challenge_answer("work", Some(Duration::from_secs(1)));
+    metrics.pass("valid");
+    metrics.pass_burned("networks");
     let exported: Vec<String> = metrics
         .render(0, 0, quagmire::MetricsScope::Replica)
         .lines()

@@ -579,3 +579,94 @@ fn the_shared_quota_allows_the_burst_at_once_and_no_more() {
     assert!(limited("192.0.2.1", 1), "one more at once");
     assert!(limited("192.0.2.2", 11), "more than the burst at once");
 }
+
+/// A browser's page view of `/docs` from `client` carrying `cookie`: the status and the rule.
+async fn page_view_with(server: &Server, client: &str, cookie: &str) -> (u16, String) {
+    let (status, headers) = verdict(
+        server,
+        &[
+            ("user-agent", CHROME),
+            ("accept", "text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8"),
+            ("sec-fetch-mode", "navigate"),
+            ("sec-fetch-dest", "document"),
+            ("x-forwarded-method", "GET"),
+            ("x-forwarded-proto", "https"),
+            ("x-forwarded-host", "site.example"),
+            ("x-forwarded-uri", "/docs"),
+            ("x-forwarded-for", client),
+            ("cookie", cookie),
+        ],
+    )
+    .await;
+    (status, header(&headers, "x-quagmire-rule").to_string())
+}
+
+#[tokio::test]
+async fn a_pass_earned_through_one_replica_is_honoured_by_the_other_and_a_burn_reaches_both() {
+    let Some(redis) = Redis::start() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    // Every browser page view without a pass is challenged, so whether a pass counts shows.
+    let config = |name: &str| {
+        let text = format!(
+            "clients {{\n    store \"{}\"\n{PATIENT}\n}}\nchallenge {{\n    everyone #true\n    difficulty 8\n}}\n",
+            redis.url()
+        );
+        write_file(dir.path(), &format!("{name}.kdl"), &text)
+    };
+    let (a_config, b_config) = (config("a"), config("b"));
+    let a = Server::start(&["--config", &a_config]);
+    let b = Server::start(&["--config", &b_config]);
+    assert_eq!(page_view_with(&b, "198.51.100.7", "").await, (401, "challenge-browsers".into()));
+
+    // The browser answers A's challenge (its worker's proof of work, found here).
+    let http = reqwest::Client::builder().redirect(reqwest::redirect::Policy::none()).build().unwrap();
+    let page = http
+        .get(format!("http://{}/challenge", a.verdict))
+        .header("user-agent", CHROME)
+        .header("x-forwarded-for", "198.51.100.7")
+        .header("x-original-uri", "/docs")
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let start = page.find("data-challenge=\"").unwrap() + "data-challenge=\"".len();
+    let token = &page[start..start + page[start..].find('"').unwrap()];
+    let nonce = (0u64..)
+        .find(|n| {
+            use sha2::Digest;
+            let digest = sha2::Sha256::digest(format!("{token}{n}").as_bytes());
+            digest[0] == 0
+        })
+        .unwrap();
+    let answered = http
+        .get(format!("http://{}/.quagmire/answer?c={token}&n={nonce}&to=%2Fdocs", a.verdict))
+        .header("user-agent", CHROME)
+        .header("x-forwarded-for", "198.51.100.7")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(answered.status(), 303);
+    let cookie = answered.headers()["set-cookie"].to_str().unwrap().split(';').next().unwrap().to_string();
+
+    // B honours it, with no store needed to verify it.
+    assert_eq!(page_view_with(&b, "198.51.100.7", &cookie).await, (200, "".into()));
+    // Its holder walks A's trap: burned there, and so on B, from any address.
+    for n in 0..2 {
+        let response = http
+            .get(a.trap_url(&format!("/walk/{n}")))
+            .header("x-forwarded-for", "198.51.100.9")
+            .header("cookie", &cookie)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), 200);
+    }
+    let burned = eventually(Duration::from_secs(30), || async {
+        page_view_with(&b, "203.0.113.50", &cookie).await == (403, "burned-pass".into())
+    })
+    .await;
+    assert!(burned, "B still honours a pass burned on A");
+    assert_eq!(page_view_with(&a, "203.0.113.51", &cookie).await, (403, "burned-pass".into()));
+}

@@ -235,6 +235,52 @@ async fn shadow_mode_allows_but_reports_the_would_be_verdict() {
 }
 
 #[tokio::test]
+async fn shadow_mode_reports_a_would_be_challenge_and_lets_it_through() {
+    let dir = tempfile::tempdir().unwrap();
+    let text = "verdict {\n  mode \"shadow\"\n}\nchallenge {\n  everyone #true\n}\n";
+    let config = write_file(dir.path(), "shadow.kdl", text);
+    let server = Server::start(&["--config", &config]);
+    let (status, headers) = verdict(&server, &join(caddy("198.51.100.41", "/"), browser(CHROME))).await;
+    assert_eq!(status, 200);
+    assert_eq!(header(&headers, "x-quagmire-verdict"), "challenge");
+    assert_eq!(header(&headers, "x-quagmire-rule"), "challenge-browsers");
+    assert_eq!(header(&headers, "x-quagmire-mode"), "shadow");
+    let metrics =
+        reqwest::get(format!("http://{}/metrics", server.verdict)).await.unwrap().text().await.unwrap();
+    assert!(
+        metrics.contains("verdict=\"challenge\",rule=\"challenge-browsers\",mode=\"shadow\"} 1"),
+        "{metrics}"
+    );
+    assert!(metrics.contains("quagmire_challenges_issued_total 0"), "{metrics}");
+}
+
+#[tokio::test]
+async fn a_challenge_answers_401_with_a_self_contained_page() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = write_file(dir.path(), "everyone.kdl", "challenge {\n  everyone #true\n}\n");
+    let server = Server::start(&["--config", &config]);
+    let mut request = reqwest::Client::new().get(server.verdict_url());
+    for (name, value) in join(caddy("198.51.100.42", "/docs/a"), browser(CHROME)) {
+        request = request.header(name, value);
+    }
+    let response = request.send().await.unwrap();
+    assert_eq!(response.status(), 401);
+    let headers = response.headers().clone();
+    assert_eq!(header(&headers, "x-quagmire-verdict"), "challenge");
+    assert!(header(&headers, "content-type").starts_with("text/html"));
+    assert!(header(&headers, "content-security-policy").contains("default-src 'none'"));
+    assert_eq!(header(&headers, "cache-control"), "no-store");
+    let page = response.text().await.unwrap();
+    assert!(page.contains("to=%2Fdocs%2Fa"), "{page}");
+    // The page's script and worker are served under the reserved path.
+    for path in ["/.quagmire/challenge.js", "/.quagmire/worker.js"] {
+        let response = reqwest::get(format!("http://{}{path}", server.verdict)).await.unwrap();
+        assert_eq!(response.status(), 200, "{path}");
+        assert!(header(response.headers(), "content-type").starts_with("text/javascript"));
+    }
+}
+
+#[tokio::test]
 async fn redirect_and_nginx_answers_point_at_the_trap() {
     let dir = tempfile::tempdir().unwrap();
     let config = write_file(dir.path(), "redirect.kdl", "verdict {\n  answer \"redirect\"\n}\n");
