@@ -170,7 +170,7 @@ return {
     -- without answering is a program reading the page rather than running it.
     name = "unanswered-challenges",
     check = function(r)
-      if r.pass == nil and r.challenges >= challenge_unanswered then
+      if r.challenges >= challenge_unanswered and r.pass == nil then
         return "trap", string.format("%d challenges unanswered", r.challenges)
       end
     end,
@@ -365,20 +365,24 @@ return {
     -- browser page view without a pass, for a site under attack.
     name = "challenge-browsers",
     check = function(r)
-      if r.pass or not is_page_view(r) or not is_page(r) or browser(r.user_agent) == nil then
+      if r.pass then
         return
       end
+      -- Who first (cheap facts), then whether it is a browser's page view (headers, paths).
+      local reason
       if challenge_everyone then
-        return "challenge", "browser page view without a pass (challenge { everyone })"
+        reason = "browser page view without a pass (challenge { everyone })"
+      elseif r.asn and lists.datacenter_asns:find(r.asn) then
+        reason = string.format("browser page view from AS%d without a pass", r.asn)
+      elseif r.rate_limited then
+        reason = "browser over the request quota without a pass"
+      elseif r.trap_score >= 1 then
+        reason = string.format("browser with trap score %.1f without a pass", r.trap_score)
+      else
+        return
       end
-      if r.asn and lists.datacenter_asns:find(r.asn) then
-        return "challenge", string.format("browser page view from AS%d without a pass", r.asn)
-      end
-      if r.rate_limited then
-        return "challenge", "browser over the request quota without a pass"
-      end
-      if r.trap_score >= 1 then
-        return "challenge", string.format("browser with trap score %.1f without a pass", r.trap_score)
+      if is_page_view(r) and is_page(r) and browser(r.user_agent) ~= nil then
+        return "challenge", reason
       end
     end,
   },

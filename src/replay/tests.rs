@@ -190,7 +190,7 @@ fn rules_a_combined_log_cannot_judge_are_reported_not_guessed() {
         format!(r#"203.0.113.9 - - [05/Dec/2026:10:00:00 +0000] "GET / HTTP/1.1" 200 1 "-" "{CHROME}""#);
     let (report, verdicts) = run(&app, std::slice::from_ref(&line), None);
     assert_eq!(verdict_of(&verdicts, 1), ("allow".into(), "".into()));
-    assert_eq!(verdicts[0]["unjudged"], serde_json::json!(["lying-browser", "challenge-browsers"]));
+    assert_eq!(verdicts[0]["unjudged"], serde_json::json!(["lying-browser"]));
     assert_eq!(report.unjudged.get("lying-browser"), Some(&1));
     assert!(report.text().contains("Rules not judged"));
     // Asked to, the replay judges them as if the headers were not sent.

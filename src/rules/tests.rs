@@ -646,7 +646,7 @@ fn rules_that_read_a_header_the_log_does_not_carry_are_skipped_not_guessed() {
     assert_eq!((live.verdict, &*live.rule), (Verdict::Trap, "lying-browser"));
     let logged = rules.evaluate(&Request { coverage: combined_log(), ..chrome() }.facts());
     assert_eq!((logged.verdict, &*logged.rule), (Verdict::Allow, ""), "{logged:?}");
-    assert_eq!(logged.unjudged, [Arc::from("lying-browser"), Arc::from("challenge-browsers")]);
+    assert_eq!(logged.unjudged, [Arc::from("lying-browser")]);
     assert!(logged.failures.is_empty());
     // What the log does carry is judged as usual, including a carried header that is missing.
     let crawler =
@@ -673,8 +673,7 @@ fn without_the_user_agent_every_rule_that_reads_it_is_unjudged() {
             "no-user-agent",
             "lying-browser",
             "http-library-from-datacenter",
-            "http-library-page",
-            "challenge-browsers"
+            "http-library-page"
         ]
     );
     // A trap URL needs no header: still judged.

@@ -56,11 +56,13 @@ fn a_browser_from_a_datacenter_at_twenty_pages_a_second_is_trapped_within_240_re
     let first = verdicts.iter().position(|(verdict, _)| verdict == "trap").expect("never trapped");
     assert_eq!(verdicts[first].1, "datacenter-over-quota");
     assert!((120..=240).contains(&first), "first trapped at request {}", first + 1);
-    // Over the quota it is let through at the refill rate, but each trap page served in place is a
-    // trap hit: within a few more requests its trap score traps every request.
-    let allowed_after: Vec<usize> =
-        (first..verdicts.len()).filter(|&i| verdicts[i].0 == "allow").map(|i| i + 1).collect();
-    assert!(allowed_after.len() <= 5, "allowed after the first trap: requests {allowed_after:?}");
+    // Before that, each page view was a challenge (a cloud browser without a pass). Over the quota
+    // it gets through the rules (to a challenge) at the refill rate, but each trap page served in
+    // place is a trap hit: within a few more requests its trap score traps every request.
+    assert!(verdicts[..first].iter().all(|(verdict, rule)| verdict == "challenge" && rule == "challenge-browsers"));
+    let untrapped_after: Vec<usize> =
+        (first..verdicts.len()).filter(|&i| verdicts[i].0 != "trap").map(|i| i + 1).collect();
+    assert!(untrapped_after.len() <= 5, "not trapped after the first trap: requests {untrapped_after:?}");
     assert_eq!(verdicts.last().unwrap(), &("trap".to_string(), "trap-score".to_string()));
 }
 
@@ -84,4 +86,9 @@ fn a_person_reading_from_a_datacenter_for_ten_minutes_is_never_trapped() {
     assert_eq!(verdicts.len(), 61 + 199 * 21);
     let trapped: Vec<_> = verdicts.iter().enumerate().filter(|(_, (verdict, _))| verdict == "trap").collect();
     assert!(trapped.is_empty(), "trapped at {} requests, first {:?}", trapped.len(), trapped.first());
+    // Without a pass, each of its 200 page views is a challenge in a replay (a log cannot say
+    // that the person answered the first and read on with a pass); its subresources never are.
+    let challenged: Vec<&(String, String)> = verdicts.iter().filter(|(verdict, _)| verdict == "challenge").collect();
+    assert_eq!(challenged.len(), 200);
+    assert!(challenged.iter().all(|(_, rule)| rule == "challenge-browsers"));
 }
