@@ -54,6 +54,8 @@
 -- hit (score 1) never reaches it; a crawler walking the trap reaches it within a few pages, and
 -- stays over it for as long as it keeps walking.
 local TRAP_SCORE_LIMIT = trap_threshold
+-- challenge { unanswered } and challenge { everyone }, read once (a local is cheaper than a global).
+local UNANSWERED_LIMIT, CHALLENGE_EVERYONE = challenge_unanswered, challenge_everyone
 
 -- Browsers that always send Sec-Fetch-* headers to secure origins, from this version on.
 local function sends_fetch_metadata(family, major, minor)
@@ -170,7 +172,7 @@ return {
     -- without answering is a program reading the page rather than running it.
     name = "unanswered-challenges",
     check = function(r)
-      if r.challenges >= challenge_unanswered and r.pass == nil then
+      if r.challenges >= UNANSWERED_LIMIT and r.pass == nil then
         return "trap", string.format("%d challenges unanswered", r.challenges)
       end
     end,
@@ -370,7 +372,7 @@ return {
       end
       -- Who first (cheap facts), then whether it is a browser's page view (headers, paths).
       local reason
-      if challenge_everyone then
+      if CHALLENGE_EVERYONE then
         reason = "browser page view without a pass (challenge { everyone })"
       elseif r.asn and lists.datacenter_asns:find(r.asn) then
         reason = string.format("browser page view from AS%d without a pass", r.asn)

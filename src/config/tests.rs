@@ -276,3 +276,32 @@ fn web_bot_auth_settings_are_read_and_checked() {
     let (message, _, _) = problem("web-bot-auth { allow-https #true; }");
     assert!(message.contains("allow-https"), "{message}");
 }
+
+#[test]
+fn the_challenge_block_is_read_and_checked_with_line_and_column() {
+    let embedded = Config::embedded().challenge;
+    assert_eq!(embedded, crate::challenge::ChallengeConfig::default(), "default.kdl and the defaults agree");
+    let config = parse(
+        "challenge {\n    difficulty 18\n    pass-hours 24\n    path \"/.guard/\"\n    wait-seconds 3\n    everyone #true\n    burn-networks 4\n}\n",
+    )
+    .unwrap();
+    let challenge = &config.challenge;
+    assert_eq!((challenge.difficulty, challenge.path.as_str()), (18, "/.guard/"));
+    assert_eq!(
+        (challenge.pass_lifetime, challenge.wait),
+        (Duration::from_secs(86_400), Duration::from_secs(3))
+    );
+    assert_eq!(challenge.burn.networks, 4);
+    // The rules see the opt-in and the unanswered limit.
+    assert!(config.rules.challenge_everyone);
+    assert_eq!(config.rules.challenge_unanswered, 5);
+    for (text, line, column) in [
+        ("challenge {\n    path \"quagmire\"\n}\n", 2, 10),
+        ("challenge {\n    path \"//evil/\"\n}\n", 2, 10),
+        ("challenge {\n    difficulty 40\n}\n", 2, 16),
+        ("challenge {\n    dificulty 16\n}\n", 2, 5),
+    ] {
+        let (message, position, _) = problem(text);
+        assert_eq!(position, (line, column), "{message}: {text}");
+    }
+}

@@ -66,7 +66,7 @@ end
 
 -- Fields the default rules rarely read are cut from the text on first use, then kept until the
 -- next request clears them.
-local ends, present = {}, 0
+local ends, present, has_pass = {}, 0, false
 local function cut(from, to) return sub(blob, ends[from] + 1, ends[to]) end
 local lazy = {
   method = function() return cut(0, 1) end,
@@ -98,16 +98,10 @@ local lazy = {
     return { type = sub(text, 1, first - 1), scenario = sub(text, first + 1, second - 1),
              origin = sub(text, second + 1) }
   end,
-  challenges = function()
-    local text = cut(17, 18)
-    local first = find(text, "\31", 1, true)
-    return tonumber(first and sub(text, 1, first - 1) or text)
-  end,
   pass = function()
+    if not has_pass then return nil end
     local text = cut(17, 18)
-    local at = find(text, "\31", 1, true)
-    if at == nil then return nil end
-    local fields = {}
+    local fields, at = {}, 0
     for i = 1, 7 do
       local next_at = find(text, "\31", at + 1, true)
       fields[i] = sub(text, at + 1, next_at - 1)
@@ -146,11 +140,13 @@ local function evaluate(tracing, text, proto, path, user_agent, method_end, prot
   request.claimed_crawler, request.crawler_check, request.verified_crawler = nil, nil, nil
   request.signed_agent, request.signature_check = nil, nil
   request.robots, request.robots_group, request.crowdsec = nil, nil, nil
-  request.challenges, request.pass = nil, nil
+  request.pass = nil
   partial = (packed & 32) ~= 0
   request.proto, request.path = proto, path
   if (packed & 64) == 0 then request.user_agent = user_agent else request.user_agent = nil end
-  request.asn = (packed & 16) ~= 0 and packed >> 7 or nil
+  request.asn = (packed & 16) ~= 0 and (packed >> 7) & 0xffffffff or nil
+  has_pass = (packed >> 39) & 1 ~= 0
+  request.challenges = (packed >> 40) & 0xffff
   request.trap_hits, request.trap_score, request.request_rate = trap_hits, trap_score, request_rate
   request.rate_limited = (packed & 1) ~= 0
   request.is_trap_url = (packed & 2) ~= 0

@@ -140,7 +140,8 @@ fn run(
         // Held to the end: the failure path runs Lua too.
         let running = state.watch.start(compiled.limits.time);
         let ends = fill_blob(blob, facts);
-        // Flags and the ASN in one argument.
+        // Flags, the ASN (bits 7 to 38), whether a pass came (39) and the unanswered challenges
+        // (40 to 55) in one argument.
         let partial = facts.coverage != Coverage::All;
         let packed = i64::from(facts.history.rate_limited)
             | i64::from(facts.is_trap_url) << 1
@@ -148,7 +149,9 @@ fn run(
             | i64::from(facts.geo.country.is_some()) << 3
             | i64::from(partial) << 5
             | i64::from(!facts.coverage.carries("user-agent")) << 6
-            | facts.geo.asn.map_or(0, |asn| 1 << 4 | i64::from(asn) << 7);
+            | facts.geo.asn.map_or(0, |asn| 1 << 4 | i64::from(asn) << 7)
+            | i64::from(facts.pass.is_some()) << 39
+            | i64::from(facts.challenges.min(0xffff)) << 40;
         let request = driver::Request {
             tracing: trace.is_some(),
             text: blob.as_str(),
@@ -294,14 +297,13 @@ fn fill_blob(blob: &mut String, facts: &Facts) -> [usize; 18] {
         blob.push_str(&decision.origin);
     }
     ends[16] = blob.len();
-    // Unanswered challenges, then the pass's fields, each after a unit separator: numbers, a hex
-    // id and fixed words, none with a separator inside.
-    let _ = write!(blob, "{}", facts.challenges);
+    // The pass's fields, separated by unit separators: numbers, a hex id and fixed words, none
+    // with a separator inside.
     if let Some(pass) = &facts.pass {
         let history = &pass.history;
         let _ = write!(
             blob,
-            "\u{1f}{:032x}\u{1f}{}\u{1f}{}\u{1f}{}\u{1f}{}\u{1f}{}\u{1f}{}\u{1f}{}",
+            "{:032x}\u{1f}{}\u{1f}{}\u{1f}{}\u{1f}{}\u{1f}{}\u{1f}{}\u{1f}{}",
             pass.id,
             pass.earned.as_str(),
             pass.age,

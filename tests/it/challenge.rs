@@ -550,3 +550,28 @@ async fn a_real_browser_reading_like_a_person_is_never_trapped() {
     assert!(metrics.contains("quagmire_challenges_issued_total 1\n"), "{metrics}");
     assert!(!metrics.contains("quagmire_passes_burned_total{"), "{metrics}");
 }
+
+/// A program that fetches pages with a browser's headers but never runs the challenge: shown the
+/// page five times, then trapped; one that follows the page's links walks into the trap.
+#[tokio::test]
+async fn a_client_that_never_answers_is_trapped_and_the_pages_links_lead_into_the_trap() {
+    let Some(site) = deploy("caddy", "caddy/transparent.Caddyfile", "").await else { return };
+    let mut outcomes = Vec::new();
+    for n in 1..=7 {
+        outcomes.push(outcome(&site, "127.0.0.1", &format!("/page/{n}"), "").await);
+    }
+    assert_eq!(outcomes, ["challenge", "challenge", "challenge", "challenge", "challenge", "trap", "trap"]);
+
+    // A crawler that parses the challenge page for links, from another address.
+    let (_, page) = view(&site, "127.0.0.2".parse().unwrap(), "/page/20", "").await;
+    assert!(is_challenge(&page));
+    let links = crate::support::hrefs(&page);
+    assert!(!links.is_empty(), "the challenge page has no links:\n{page}");
+    for link in &links {
+        assert!(link.starts_with("/trap/"), "a link that is not the trap's: {link}");
+        let (status, body) = view(&site, "127.0.0.2".parse().unwrap(), link, "").await;
+        assert_eq!(status, 200);
+        assert!(body.starts_with("<!DOCTYPE html>") && !is_challenge(&body), "{link} is not a trap page");
+    }
+    assert!(origin_pages(&site.seen).is_empty(), "a client without a pass reached the origin");
+}

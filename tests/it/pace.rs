@@ -59,7 +59,11 @@ fn a_browser_from_a_datacenter_at_twenty_pages_a_second_is_trapped_within_240_re
     // Before that, each page view was a challenge (a cloud browser without a pass). Over the quota
     // it gets through the rules (to a challenge) at the refill rate, but each trap page served in
     // place is a trap hit: within a few more requests its trap score traps every request.
-    assert!(verdicts[..first].iter().all(|(verdict, rule)| verdict == "challenge" && rule == "challenge-browsers"));
+    assert!(
+        verdicts[..first]
+            .iter()
+            .all(|(verdict, rule)| verdict == "challenge" && rule == "challenge-browsers")
+    );
     let untrapped_after: Vec<usize> =
         (first..verdicts.len()).filter(|&i| verdicts[i].0 != "trap").map(|i| i + 1).collect();
     assert!(untrapped_after.len() <= 5, "not trapped after the first trap: requests {untrapped_after:?}");
@@ -88,7 +92,8 @@ fn a_person_reading_from_a_datacenter_for_ten_minutes_is_never_trapped() {
     assert!(trapped.is_empty(), "trapped at {} requests, first {:?}", trapped.len(), trapped.first());
     // Without a pass, each of its 200 page views is a challenge in a replay (a log cannot say
     // that the person answered the first and read on with a pass); its subresources never are.
-    let challenged: Vec<&(String, String)> = verdicts.iter().filter(|(verdict, _)| verdict == "challenge").collect();
+    let challenged: Vec<&(String, String)> =
+        verdicts.iter().filter(|(verdict, _)| verdict == "challenge").collect();
     assert_eq!(challenged.len(), 200);
     assert!(challenged.iter().all(|(_, rule)| rule == "challenge-browsers"));
 }
