@@ -1,7 +1,7 @@
 //! The challenge verdict end to end: a real Chromium (Debian's `chromium`, headless, driven over
 //! WebDriver by `chromedriver`) through each shipped proxy config in both modes, in front of the
 //! real quagmire and a small origin serving pages with subresources, all on loopback. Chromium's
-//! address is 127.0.0.1, which the test ASN database puts in AS16509 (a cloud network), so its
+//! address is 127.0.0.1, and the test ASN database puts 127.0.0.0/8 in AS16509 (a cloud network), so its
 //! page views are challenged by the default rules. Also: curl, Wget and a Python client; forged,
 //! tampered, expired and foreign passes; a pass shared across networks or walking the trap; open
 //! redirects on the answer path; and the default config's pace targets.
@@ -81,7 +81,7 @@ fn origin_pages(seen: &Seen) -> Vec<String> {
     seen.lock().unwrap().iter().filter(|path| path.starts_with("/page/")).cloned().collect()
 }
 
-/// quagmire with an ASN database that puts 127.0.0.1 in AS16509 and `settings` added, behind
+/// quagmire with an ASN database that puts 127.0.0.0/8 in AS16509 and `settings` added, behind
 /// `proxy` in `mode` with the site: what a test drives.
 struct Deployment {
     server: Server,
@@ -95,7 +95,7 @@ async fn deploy(proxy_name: &str, file: &str, settings: &str) -> Option<Deployme
     let binary = require_program(proxy_name)?;
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("asn.mmdb");
-    write_asn_db(&db, &[("127.0.0.1/32", 16509, "Amazon.com, Inc.")]);
+    write_asn_db(&db, &[("127.0.0.0/8", 16509, "Amazon.com, Inc.")]);
     let answer = if file.contains("redirect") {
         if proxy_name == "nginx" {
             "verdict { answer \"nginx\" }\n"
