@@ -93,12 +93,13 @@ fn respond(app: &App, judgement: &Judgement) -> Response {
     let decision = &judgement.decision;
     let facts = &judgement.facts;
     let shadow = config.mode == Mode::Shadow;
-    // In a flood most verdicts are traps: one line per rule and client a minute (the metrics
-    // count every one).
+    // In a flood most verdicts are traps or challenges: one line per rule and client a minute
+    // (the metrics count every one).
     if decision.verdict == Verdict::Trap {
         app.crowdsec.report(facts, &decision.rule, app.config.rules.trap_threshold);
     }
-    if decision.verdict == Verdict::Trap && app.trap_lines.admit(&decision.rule, facts.key) {
+    let noted = matches!(decision.verdict, Verdict::Trap | Verdict::Challenge);
+    if noted && app.trap_lines.admit(&decision.rule, facts.key) {
         tracing::info!(
             rule = %decision.rule,
             reason = %clipped(&decision.reason),
@@ -107,21 +108,10 @@ fn respond(app: &App, judgement: &Judgement) -> Response {
             user_agent = %clipped(facts.user_agent()),
             host = %clipped(&facts.host),
             uri = %clipped(&facts.uri),
-            shadow,
-            "trap"
-        );
-    } else if decision.verdict == Verdict::Challenge && app.trap_lines.admit(&decision.rule, facts.key) {
-        // As traps: one line per rule and client a minute.
-        tracing::info!(
-            rule = %decision.rule,
-            reason = %clipped(&decision.reason),
-            client = %facts.key,
-            asn = facts.geo.asn.unwrap_or(0),
-            user_agent = %clipped(facts.user_agent()),
-            uri = %clipped(&facts.uri),
             unanswered = facts.challenges,
             shadow,
-            "challenge"
+            "{}",
+            decision.verdict.as_str()
         );
     } else if decision.verdict == Verdict::Allow {
         tracing::debug!(rule = %decision.rule, client = %facts.key, uri = %clipped(&facts.uri), "allow");

@@ -17,11 +17,10 @@ use axum::http::header;
 use axum::response::IntoResponse;
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
-use sha2::Digest;
 use tokio::net::TcpListener;
 
 use crate::proxies::{Proxy, config, free_address, start_caddy, start_haproxy, start_nginx, start_traefik};
-use crate::support::{SECRET, Server, require_program, write_asn_db, write_file};
+use crate::support::{SECRET, Server, attribute, require_program, solve, write_asn_db, write_file};
 
 /// Chromium's own User-Agent, as a crawler driving it sends it (headless Chromium says
 /// "HeadlessChrome", which the rules trap at once: not the case under test).
@@ -468,17 +467,7 @@ async fn the_answer_path_redirects_only_within_the_site_and_sets_a_pass_once() {
     let (status, page) = view(&site, "127.0.0.1".parse().unwrap(), "/page/1", "").await;
     assert_eq!(status, 401);
     let token = attribute(&page, "data-challenge");
-    let bits: u32 = attribute(&page, "data-difficulty").parse().unwrap();
-    let nonce = (0u64..)
-        .find(|n| {
-            let digest = sha2::Sha256::digest(format!("{token}{n}").as_bytes());
-            let zeros = digest
-                .iter()
-                .position(|byte| *byte != 0)
-                .map_or(256, |i| i as u32 * 8 + digest[i].leading_zeros());
-            zeros >= bits
-        })
-        .unwrap();
+    let nonce = solve(&token, attribute(&page, "data-difficulty").parse().unwrap());
     let http = reqwest::Client::builder().redirect(reqwest::redirect::Policy::none()).build().unwrap();
     let answer = |target: &str| {
         let target: String = form_urlencoded::byte_serialize(target.as_bytes()).collect();
@@ -504,12 +493,6 @@ async fn the_answer_path_redirects_only_within_the_site_and_sets_a_pass_once() {
     let response = answer("/page/1").await.unwrap();
     assert_eq!(response.status(), 403);
     assert!(response.text().await.unwrap().contains("answered already"));
-}
-
-fn attribute(page: &str, name: &str) -> String {
-    let start =
-        page.find(&format!("{name}=\"")).unwrap_or_else(|| panic!("no {name} in\n{page}")) + name.len() + 2;
-    page[start..start + page[start..].find('"').unwrap()].to_string()
 }
 
 /// The default config's target: Chromium driven as a crawler from a datacenter address,

@@ -110,34 +110,8 @@ async fn load(server: &Server, round: usize) {
         .await;
     // A browser answering a challenge (the test config's difficulty is 4 bits), then a page view
     // with its pass and one with a forged pass.
-    let http = reqwest::Client::builder().redirect(reqwest::redirect::Policy::none()).build().unwrap();
     let answerer = ip(30);
-    let page = http
-        .get(format!("http://{}/challenge", server.verdict))
-        .header("user-agent", CHROME)
-        .header("x-forwarded-for", &answerer)
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
-    let start = page.find("data-challenge=\"").unwrap() + "data-challenge=\"".len();
-    let token = &page[start..start + page[start..].find('"').unwrap()];
-    let nonce = (0u64..)
-        .find(|n| {
-            use sha2::Digest;
-            sha2::Sha256::digest(format!("{token}{n}").as_bytes())[0] >> 4 == 0
-        })
-        .unwrap();
-    let answered = http
-        .get(format!("http://{}/.quagmire/answer?c={token}&n={nonce}&to=%2F", server.verdict))
-        .header("user-agent", CHROME)
-        .header("x-forwarded-for", &answerer)
-        .send()
-        .await
-        .unwrap();
-    let cookie = answered.headers()["set-cookie"].to_str().unwrap().split(';').next().unwrap().to_string();
+    let cookie = crate::support::earn_pass(server, &answerer, CHROME).await;
     for cookie in [cookie.as_str(), "quagmire_pass=forged"] {
         verdict(server, &[("x-forwarded-for", &answerer), ("user-agent", CHROME), ("cookie", cookie)]).await;
     }

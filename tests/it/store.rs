@@ -619,36 +619,8 @@ async fn a_pass_earned_through_one_replica_is_honoured_by_the_other_and_a_burn_r
     assert_eq!(page_view_with(&b, "198.51.100.7", "").await, (401, "challenge-browsers".into()));
 
     // The browser answers A's challenge (its worker's proof of work, found here).
-    let http = reqwest::Client::builder().redirect(reqwest::redirect::Policy::none()).build().unwrap();
-    let page = http
-        .get(format!("http://{}/challenge", a.verdict))
-        .header("user-agent", CHROME)
-        .header("x-forwarded-for", "198.51.100.7")
-        .header("x-original-uri", "/docs")
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
-    let start = page.find("data-challenge=\"").unwrap() + "data-challenge=\"".len();
-    let token = &page[start..start + page[start..].find('"').unwrap()];
-    let nonce = (0u64..)
-        .find(|n| {
-            use sha2::Digest;
-            let digest = sha2::Sha256::digest(format!("{token}{n}").as_bytes());
-            digest[0] == 0
-        })
-        .unwrap();
-    let answered = http
-        .get(format!("http://{}/.quagmire/answer?c={token}&n={nonce}&to=%2Fdocs", a.verdict))
-        .header("user-agent", CHROME)
-        .header("x-forwarded-for", "198.51.100.7")
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(answered.status(), 303);
-    let cookie = answered.headers()["set-cookie"].to_str().unwrap().split(';').next().unwrap().to_string();
+    let cookie = crate::support::earn_pass(&a, "198.51.100.7", CHROME).await;
+    let http = reqwest::Client::new();
 
     // B honours it, with no store needed to verify it.
     assert_eq!(page_view_with(&b, "198.51.100.7", &cookie).await, (200, "".into()));

@@ -275,3 +275,41 @@ pub async fn call(
     let bytes = axum::body::to_bytes(body, 16 << 20).await.unwrap();
     (parts.status.as_u16(), parts.headers, String::from_utf8_lossy(&bytes).into_owned())
 }
+
+/// The nonce a challenge page's worker would find: SHA-256 of the challenge and the nonce starts
+/// with `bits` zero bits.
+pub fn solve(challenge: &str, bits: u32) -> u64 {
+    use sha2::Digest;
+    (0u64..)
+        .find(|n| {
+            let digest = sha2::Sha256::digest(format!("{challenge}{n}").as_bytes());
+            let zeros = digest
+                .iter()
+                .position(|byte| *byte != 0)
+                .map_or(256, |i| i as u32 * 8 + digest[i].leading_zeros());
+            zeros >= bits
+        })
+        .unwrap()
+}
+
+/// An attribute's value in a page (the first occurrence).
+pub fn attribute(page: &str, name: &str) -> String {
+    let start =
+        page.find(&format!("{name}=\"")).unwrap_or_else(|| panic!("no {name} in\n{page}")) + name.len() + 2;
+    page[start..start + page[start..].find('"').unwrap()].to_string()
+}
+
+/// A pass earned from `server` as a browser at `client` earns it: the challenge page from
+/// `/challenge`, its proof of work, the answer; the cookie (`quagmire_pass=...`).
+pub async fn earn_pass(server: &Server, client: &str, user_agent: &str) -> String {
+    let http = reqwest::Client::builder().redirect(reqwest::redirect::Policy::none()).build().unwrap();
+    let ask = |url: String| http.get(url).header("user-agent", user_agent).header("x-forwarded-for", client);
+    let page =
+        ask(format!("http://{}/challenge", server.verdict)).send().await.unwrap().text().await.unwrap();
+    let (challenge, bits) = (attribute(&page, "data-challenge"), attribute(&page, "data-difficulty"));
+    let nonce = solve(&challenge, bits.parse().unwrap());
+    let answer = format!("http://{}/.quagmire/answer?c={challenge}&n={nonce}&to=%2F", server.verdict);
+    let answered = ask(answer).send().await.unwrap();
+    assert_eq!(answered.status(), 303, "the answer was refused");
+    answered.headers()["set-cookie"].to_str().unwrap().split(';').next().unwrap().to_string()
+}
