@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Verdicts carrying a valid pass against the same requests without one, side by side in one run
-# (three alternating rounds, one quagmire): bench/verdict.lua's 1,000 browser clients, each with a
+# (three alternating rounds, one quagmire): bench/verdict.lua's 16,384 browser clients, each with a
 # pass of its own (minted under the bench secret by `examples/passes`) or without. The request
 # quota and the pass's page pace are raised so both kinds are allowed by the same rules: what
 # differs is the pass's whole cost (reading and checking the cookie, its own client record, its
@@ -16,7 +16,7 @@ command -v wrk >/dev/null || { echo "wrk is missing: apt-get install wrk" >&2; e
 cargo build --release --quiet --bin quagmire --example passes
 dir=$(mktemp -d)
 cleanup_dirs+=("$dir")
-target/release/examples/passes 1000 >"$dir/passes.txt"
+target/release/examples/passes 16384 >"$dir/passes.txt"
 cat >"$dir/quagmire.kdl" <<'KDL'
 clients {
     requests-per-minute 1000000

@@ -826,9 +826,8 @@ impl Reader<'_> {
                 self.config.challenge.everyone = self.boolean(node)?;
                 self.config.rules.challenge_everyone = self.config.challenge.everyone;
             }
-            "burn-trap-hits" => {
-                self.config.challenge.burn.trap_hits = self.integer(node, 1, 1_000_000)? as u32
-            }
+            // A burn for networks or pace writes this many trap hits at once: kept small.
+            "burn-trap-hits" => self.config.challenge.burn.trap_hits = self.integer(node, 1, 100)? as u32,
             "burn-networks" => self.config.challenge.burn.networks = self.integer(node, 1, 1000)? as u32,
             "burn-network-minutes" => {
                 self.config.challenge.burn.window =
