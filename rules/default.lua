@@ -33,6 +33,7 @@
 -- earned ("work" or "wait"), age (seconds), networks (IPv4 /24s and IPv6 /48s it was used from in
 -- the burn window), trap_hits, trap_score and request_rate (its own, across every address it was
 -- used from), and burned (why it is burned: "trap_hits", "networks" or "pages"; nil while good).
+-- r.pass_burned is that same reason without building the table (nil without a pass or while good).
 -- r.challenges is how many challenges the client was shown since it last answered one.
 --
 -- Helpers: lists.<file name> for each list under rules/lists/ (ai-crawlers.txt is
@@ -161,9 +162,9 @@ return {
     -- burned: whoever holds it is trapped, from any address, on every replica sharing the store.
     name = "burned-pass",
     check = function(r)
-      local pass = r.pass
-      if pass and pass.burned then
-        return "trap", "pass burned (" .. pass.burned .. ")"
+      local burned = r.pass_burned
+      if burned then
+        return "trap", "pass burned (" .. burned .. ")"
       end
     end,
   },

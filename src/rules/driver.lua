@@ -67,6 +67,8 @@ end
 -- Fields the default rules rarely read are cut from the text on first use, then kept until the
 -- next request clears them.
 local ends, present, has_pass = {}, 0, false
+-- Why a pass is burned, by lua.rs's `burn_code`.
+local BURNS = { "trap_hits", "networks", "pages" }
 local function cut(from, to) return sub(blob, ends[from] + 1, ends[to]) end
 local lazy = {
   method = function() return cut(0, 1) end,
@@ -147,6 +149,7 @@ local function evaluate(tracing, text, proto, path, user_agent, method_end, prot
   request.asn = (packed & 16) ~= 0 and (packed >> 7) & 0xffffffff or nil
   has_pass = (packed >> 39) & 1 ~= 0
   request.challenges = (packed >> 40) & 0xffff
+  request.pass_burned = BURNS[(packed >> 56) & 3]
   request.trap_hits, request.trap_score, request.request_rate = trap_hits, trap_score, request_rate
   request.rate_limited = (packed & 1) ~= 0
   request.is_trap_url = (packed & 2) ~= 0

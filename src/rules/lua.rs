@@ -140,8 +140,8 @@ fn run(
         // Held to the end: the failure path runs Lua too.
         let running = state.watch.start(compiled.limits.time);
         let ends = fill_blob(blob, facts);
-        // Flags, the ASN (bits 7 to 38), whether a pass came (39) and the unanswered challenges
-        // (40 to 55) in one argument.
+        // Flags, the ASN (bits 7 to 38), whether a pass came (39), the unanswered challenges
+        // (40 to 55) and why the pass is burned (56, 57) in one argument.
         let partial = facts.coverage != Coverage::All;
         let packed = i64::from(facts.history.rate_limited)
             | i64::from(facts.is_trap_url) << 1
@@ -151,7 +151,8 @@ fn run(
             | i64::from(!facts.coverage.carries("user-agent")) << 6
             | facts.geo.asn.map_or(0, |asn| 1 << 4 | i64::from(asn) << 7)
             | i64::from(facts.pass.is_some()) << 39
-            | i64::from(facts.challenges.min(0xffff)) << 40;
+            | i64::from(facts.challenges.min(0xffff)) << 40
+            | burn_code(facts) << 56;
         let request = driver::Request {
             tracing: trace.is_some(),
             text: blob.as_str(),
@@ -229,6 +230,17 @@ fn decided(state: &ThreadRules, DriverOutcome { index, code, reason }: DriverOut
         _ => Verdict::Allow,
     };
     Decision { verdict, rule, reason: reason.unwrap_or_default(), failures: Vec::new(), unjudged: Vec::new() }
+}
+
+/// Why the request's pass is burned, as the driver's `BURNS` numbers it: 0 for no pass or a good
+/// one. Passed as a number so that a rule can ask without the pass's table being built.
+fn burn_code(facts: &Facts) -> i64 {
+    match facts.pass.as_ref().and_then(|pass| pass.burned) {
+        Some("trap_hits") => 1,
+        Some("networks") => 2,
+        Some("pages") => 3,
+        _ => 0,
+    }
 }
 
 /// Writes the request's text fields into `blob`: method, proto, host, URI, User-Agent, address,
