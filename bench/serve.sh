@@ -38,8 +38,17 @@ start_servers() {
 }
 
 # /verdict requests/s, p50 and p99 at URL, sending bench/verdict.lua's browser page views for
-# $seconds over $connections connections: "requests/s p50 p99".
+# $seconds over $connections connections (script arguments may follow URL after --).
 wrk_verdicts() {
-  wrk -t1 -c"$connections" -d"${seconds}s" --latency -s bench/verdict.lua "$1" |
+  wrk_rate bench/verdict.lua "$@"
+}
+
+# Requests/s, p50 and p99 at URL for wrk script SCRIPT, for $seconds over $connections
+# connections, with the script's own arguments after URL: "requests/s p50 p99".
+#   wrk_rate SCRIPT URL [-- SCRIPT_ARGS...]
+wrk_rate() {
+  local script=$1
+  shift
+  wrk -t1 -c"$connections" -d"${seconds}s" --latency -s "$script" "$@" |
     awk '/Requests\/sec/ {r=$2} /^ +50%/ {p50=$2} /^ +99%/ {p99=$2} END {print r, p50, p99}'
 }

@@ -11,10 +11,7 @@ seconds=${1:-10}
 connections=${2:-32}
 source bench/serve.sh
 start_servers 18470 18471 18479
-run() {
-  wrk -t1 -c"$connections" -d"${seconds}s" --latency -s "$1" "$2" |
-    awk '/Requests\/sec/ {r=$2} /^ +50%/ {p50=$2} /^ +99%/ {p99=$2} END {print r, p50, p99}'
-}
+run() { wrk_rate "$1" "$2"; }
 declare -a challenges traps
 for round in 1 2 3; do
   read -r rate p50 p99 < <(run bench/challenge.lua http://127.0.0.1:18470)

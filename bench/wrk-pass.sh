@@ -28,10 +28,7 @@ challenge {
 }
 KDL
 start_quagmire 18460 18461 --config "$dir/quagmire.kdl"
-run() {
-  wrk -t1 -c"$connections" -d"${seconds}s" --latency -s bench/verdict.lua http://127.0.0.1:18460 "$@" |
-    awk '/Requests\/sec/ {r=$2} /^ +50%/ {p50=$2} /^ +99%/ {p99=$2} END {print r, p50, p99}'
-}
+run() { wrk_verdicts http://127.0.0.1:18460 "$@"; }
 declare -a without with
 for round in 1 2 3; do
   read -r rate p50 p99 < <(run)

@@ -249,10 +249,10 @@ impl PassCheck {
 pub(crate) struct PassUse {
     /// Networks it was used from within the window, this one included.
     pub networks: u32,
-    /// Whether its holders are reading pages faster than the burn pace.
-    pub pages_over: bool,
-    /// Whether this replica burned it already (so the burn is counted once).
-    pub burned_before: bool,
+    /// Why it is burned (`trap_hits`, `networks`, `pages`), or `None` while it is good.
+    pub burned: Option<&'static str>,
+    /// Whether this use burned it on this replica (so the burn is counted and recorded once).
+    pub newly_burned: bool,
 }
 
 /// Issues and checks challenges, mints and reads passes, and keeps per-replica pass records.
@@ -495,9 +495,17 @@ impl Challenger {
         PassCheck::Valid(pass)
     }
 
-    /// Records a use of pass `id` from `address` at `at` (a page view or not) on this replica:
-    /// the networks it was used from in the window, and whether its page pace is over the limit.
-    pub(crate) fn observe_pass(&self, id: u128, address: IpAddr, page_view: bool, at: Instant) -> PassUse {
+    /// Records a use of pass `id` from `address` at `at` (a page view or not) on this replica,
+    /// its holders having `trap_hits`: the networks it was used from in the window, and whether
+    /// that, its page pace or its trap hits burn it. A burn stays for as long as the record does.
+    pub(crate) fn observe_pass(
+        &self,
+        id: u128,
+        address: IpAddr,
+        page_view: bool,
+        trap_hits: u64,
+        at: Instant,
+    ) -> PassUse {
         let burn = &self.config.burn;
         let record = self.passes.get_with(id, || {
             Arc::new(Mutex::new(PassRecord { networks: Vec::new(), page_due: at, burned: false }))
@@ -527,29 +535,22 @@ impl Challenger {
                 record.page_due = record.page_due.max(at) + interval;
             }
         }
-        PassUse { networks: record.networks.len() as u32, pages_over, burned_before: record.burned }
-    }
-
-    /// Why a pass with `trap_hits` and this use is burned, if it is: its holders walked the trap,
-    /// used it from too many networks, or read too fast. Marks it burned on this replica.
-    pub(crate) fn burn_reason(&self, id: u128, trap_hits: u64, used: &PassUse) -> Option<&'static str> {
-        let burn = &self.config.burn;
-        let reason = if trap_hits >= u64::from(burn.trap_hits) {
-            "trap_hits"
-        } else if used.networks > burn.networks {
-            "networks"
-        } else if used.pages_over {
-            "pages"
-        } else if used.burned_before {
+        let networks = record.networks.len() as u32;
+        let burned = if trap_hits >= u64::from(burn.trap_hits) {
+            Some("trap_hits")
+        } else if networks > burn.networks {
+            Some("networks")
+        } else if pages_over {
+            Some("pages")
+        } else if record.burned {
             // Burned here for its networks or pace, before the trap hits that record it arrived.
-            "trap_hits"
+            Some("trap_hits")
         } else {
-            return None;
+            None
         };
-        if let Some(record) = self.passes.get(&id) {
-            record.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).burned = true;
-        }
-        Some(reason)
+        let newly_burned = burned.is_some() && !record.burned;
+        record.burned |= burned.is_some();
+        PassUse { networks, burned, newly_burned }
     }
 
     /// Counts a challenge issued to `key`: returns how many are now unanswered.

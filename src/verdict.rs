@@ -290,11 +290,8 @@ fn pass_facts(
     }
     let mut history =
         app.clients.observe_request_at(key, request.header("user-agent").unwrap_or(""), geo, at);
-    let used = app.challenges.observe_pass(pass.id, address, is_page_view(request), at);
-    let burned = app.challenges.burn_reason(pass.id, history.trap_hits, &used);
-    if let Some(reason) = burned
-        && !used.burned_before
-    {
+    let used = app.challenges.observe_pass(pass.id, address, is_page_view(request), history.trap_hits, at);
+    if let (Some(reason), true) = (used.burned, used.newly_burned) {
         app.metrics.pass_burned(reason);
         let limit = u64::from(app.challenges.config().burn.trap_hits);
         while history.trap_hits < limit {
@@ -308,7 +305,7 @@ fn pass_facts(
         earned: pass.earned,
         networks: used.networks,
         history,
-        burned,
+        burned: used.burned,
     })
 }
 

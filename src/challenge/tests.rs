@@ -147,36 +147,30 @@ fn a_pass_used_from_too_many_networks_or_read_too_fast_is_burned() {
     let start = Instant::now();
     // One person: home, phone, office, each a few times, reading at a person's pace.
     for (minute, address) in ["198.51.100.7", "203.0.113.9", "192.0.2.4", "198.51.100.8"].iter().enumerate() {
-        let used =
-            challenger.observe_pass(1, ip(address), true, start + Duration::from_secs(minute as u64 * 60));
-        assert_eq!(challenger.burn_reason(1, 0, &used), None);
+        let at = start + Duration::from_secs(minute as u64 * 60);
+        assert_eq!(challenger.observe_pass(1, ip(address), true, 0, at).burned, None);
     }
     // A proxy pool: a new /24 for each request.
     let mut reason = None;
     for n in 0..20u8 {
-        let used = challenger.observe_pass(2, ip(&format!("10.{n}.0.1")), false, start);
-        reason = reason.or(challenger.burn_reason(2, 0, &used));
+        let used = challenger.observe_pass(2, ip(&format!("10.{n}.0.1")), false, 0, start);
+        reason = reason.or(used.burned);
     }
     assert_eq!(reason, Some("networks"));
     // Pages as fast as a program asks for them: burned within the burst.
     let burst = ChallengeConfig::default().burn.page_burst;
     let burned_at = (1..=100u32)
         .find(|&page| {
-            let used = challenger.observe_pass(
-                3,
-                ip("198.51.100.7"),
-                true,
-                start + Duration::from_millis(u64::from(page) * 100),
-            );
-            challenger.burn_reason(3, 0, &used).is_some()
+            let at = start + Duration::from_millis(u64::from(page) * 100);
+            challenger.observe_pass(3, ip("198.51.100.7"), true, 0, at).burned.is_some()
         })
         .unwrap();
     assert_eq!(burned_at, burst + 1);
     // Trap hits, and a burn stays.
-    let used = challenger.observe_pass(4, ip("198.51.100.7"), true, start);
-    assert_eq!(challenger.burn_reason(4, 2, &used), Some("trap_hits"));
-    let used = challenger.observe_pass(4, ip("198.51.100.7"), true, start + Duration::from_secs(600));
-    assert!(used.burned_before);
+    let used = challenger.observe_pass(4, ip("198.51.100.7"), true, 2, start);
+    assert_eq!((used.burned, used.newly_burned), (Some("trap_hits"), true));
+    let used = challenger.observe_pass(4, ip("198.51.100.7"), true, 0, start + Duration::from_secs(600));
+    assert_eq!((used.burned, used.newly_burned), (Some("trap_hits"), false), "a burn stays");
 }
 
 #[test]
@@ -184,9 +178,8 @@ fn a_person_reading_a_page_every_few_seconds_never_burns_a_pass() {
     let challenger = challenger();
     let start = Instant::now();
     for page in 0..600u64 {
-        let used =
-            challenger.observe_pass(5, ip("198.51.100.7"), true, start + Duration::from_secs(page * 3));
-        assert_eq!(challenger.burn_reason(5, 0, &used), None, "page {page}");
+        let at = start + Duration::from_secs(page * 3);
+        assert_eq!(challenger.observe_pass(5, ip("198.51.100.7"), true, 0, at).burned, None, "page {page}");
     }
 }
 

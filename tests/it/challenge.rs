@@ -7,7 +7,6 @@
 //! redirects on the answer path; and the default config's pace targets.
 
 use std::net::{IpAddr, SocketAddr};
-use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -19,7 +18,7 @@ use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use tokio::net::TcpListener;
 
-use crate::proxies::{Proxy, config, free_address, start_caddy, start_haproxy, start_nginx, start_traefik};
+use crate::proxies::{Proxy, config, free_address, start_proxy};
 use crate::support::{SECRET, Server, attribute, require_program, solve, write_asn_db, write_file};
 
 /// Chromium's own User-Agent, as a crawler driving it sends it (headless Chromium says
@@ -112,16 +111,8 @@ async fn deploy(proxy_name: &str, file: &str, settings: &str) -> Option<Deployme
     let (site, seen) = start_site().await;
     let address = free_address();
     let text = config(file, address, server.verdict, server.trap, site);
-    let proxy = match proxy_name {
-        "nginx" => start_nginx(&binary, &text, address).await,
-        "caddy" => start_caddy(&binary, &text, address).await,
-        "haproxy" => start_haproxy(&binary, &text, address).await,
-        "traefik" => {
-            let name = Path::new(file).file_name().unwrap().to_str().unwrap();
-            start_traefik(&binary, name, &text, [address, server.verdict, server.trap, site], "").await
-        }
-        other => panic!("no runner for {other}"),
-    };
+    let proxy =
+        start_proxy(proxy_name, &binary, file, &text, [address, server.verdict, server.trap, site]).await;
     Some(Deployment { server, _proxy: proxy, base: format!("http://{address}"), seen, _dir: dir })
 }
 

@@ -204,7 +204,7 @@ pub(crate) async fn start_traefik(
 }
 
 /// HAProxy with the config and, beside it, the shipped `quagmire.lua`.
-pub(crate) async fn start_haproxy(binary: &Path, text: &str, address: SocketAddr) -> Proxy {
+async fn start_haproxy(binary: &Path, text: &str, address: SocketAddr) -> Proxy {
     let dir = tempfile::tempdir().unwrap();
     let lua = Path::new(env!("CARGO_MANIFEST_DIR")).join("integrations/haproxy/quagmire.lua");
     std::fs::copy(&lua, dir.path().join("quagmire.lua")).unwrap();
@@ -345,17 +345,30 @@ async fn run(proxy_name: &str, file: &str, mode: Mode, quagmire_config: &str) {
     let (relay, verdict_bytes) = start_relay(server.verdict).await;
     let address = free_address();
     let text = config(file, address, relay, server.trap, origin);
-    let proxy = match proxy_name {
-        "nginx" => start_nginx(&binary, &text, address).await,
-        "caddy" => start_caddy(&binary, &text, address).await,
-        "haproxy" => start_haproxy(&binary, &text, address).await,
+    let proxy = start_proxy(proxy_name, &binary, file, &text, [address, relay, server.trap, origin]).await;
+    check(&proxy, mode, &origin_seen, &verdict_bytes).await;
+}
+
+/// Starts `proxy_name` with `text`, the shipped `file` with `addresses` (the proxy's, the
+/// verdict's, the trap's, the origin's) in place.
+pub(crate) async fn start_proxy(
+    proxy_name: &str,
+    binary: &Path,
+    file: &str,
+    text: &str,
+    addresses: [SocketAddr; 4],
+) -> Proxy {
+    let address = addresses[0];
+    match proxy_name {
+        "nginx" => start_nginx(binary, text, address).await,
+        "caddy" => start_caddy(binary, text, address).await,
+        "haproxy" => start_haproxy(binary, text, address).await,
         "traefik" => {
             let name = Path::new(file).file_name().unwrap().to_str().unwrap();
-            start_traefik(&binary, name, &text, [address, relay, server.trap, origin], "").await
+            start_traefik(binary, name, text, addresses, "").await
         }
         other => panic!("no runner for {other}"),
-    };
-    check(&proxy, mode, &origin_seen, &verdict_bytes).await;
+    }
 }
 
 #[tokio::test]
