@@ -103,6 +103,11 @@ struct WorkerLabels {
     state: &'static str,
 }
 
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct LaneLabels {
+    lane: &'static str,
+}
+
 /// Whose trapped clients a count covers.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Scope {
@@ -163,6 +168,7 @@ pub struct Metrics {
     store_up: Gauge,
     rule_workers: Family<WorkerLabels, Gauge>,
     rule_jobs_queued: Gauge,
+    rule_evaluations: Family<LaneLabels, Counter>,
     log_lines_dropped: Counter,
     robots_obeyed: Family<RobotsLabels, Counter>,
     robots_ignored: Family<RobotsLabels, Counter>,
@@ -329,6 +335,12 @@ impl Metrics {
                 "rule_jobs_queued",
                 "Verdicts waiting for a free rule worker",
                 Gauge::default(),
+            ),
+            rule_evaluations: register(
+                r,
+                "rule_evaluations",
+                "Verdicts whose rules ran: inline (on the thread that served the verdict), escalated (over the inline limits, so run again on a rule worker), worker (sent to a rule worker while the inline lane was shut after an escalation, or for a script too slow to load inline)",
+                Family::default(),
             ),
             log_lines_dropped: register(
                 r,
@@ -558,6 +570,14 @@ impl Metrics {
         self.rule_workers.get_or_create(&WorkerLabels { state: "active" }).set(gauge(active));
         self.rule_workers.get_or_create(&WorkerLabels { state: "abandoned" }).set(gauge(abandoned));
         self.rule_jobs_queued.set(gauge(queued));
+    }
+
+    /// The inline lane's counts so far (`Rules::inline_stats`), brought into the counters.
+    pub fn rule_lanes(&self, answered: u64, escalated: u64, passed: u64) {
+        for (lane, total) in [("inline", answered), ("escalated", escalated), ("worker", passed)] {
+            let counter = self.rule_evaluations.get_or_create(&LaneLabels { lane });
+            counter.inc_by(total.saturating_sub(counter.get()));
+        }
     }
 
     /// A crawler's request for a path the site's robots.txt allows it (`ignored`: disallows).
@@ -850,6 +870,8 @@ mod tests {
         metrics.reload("rules", false);
         metrics.evicted();
         metrics.rule_workers(2, 1, 7);
+        metrics.rule_lanes(90, 2, 8);
+        metrics.rule_lanes(95, 2, 9);
         metrics.crawler_check("ranges");
         metrics.dns_verification("verified");
         metrics.signature_check("verified");
@@ -896,6 +918,9 @@ mod tests {
             "quagmire_reloads_total{what=\"rules\",result=\"failed\"} 1",
             "quagmire_rule_workers{state=\"active\"} 2",
             "quagmire_rule_workers{state=\"abandoned\"} 1",
+            "quagmire_rule_evaluations_total{lane=\"inline\"} 95",
+            "quagmire_rule_evaluations_total{lane=\"escalated\"} 2",
+            "quagmire_rule_evaluations_total{lane=\"worker\"} 9",
             "quagmire_rule_jobs_queued 7",
             "quagmire_log_lines_dropped_total 0",
             "quagmire_robots_obeyed_total{crawler=\"GPTBot\"} 1",
@@ -928,6 +953,6 @@ mod tests {
                 "no sample of {family} is checked"
             );
         }
-        assert_eq!(families.len(), 39, "{families:?}");
+        assert_eq!(families.len(), 40, "{families:?}");
     }
 }

@@ -6,13 +6,16 @@
 //! rule that fails or runs over a limit gets the configured fail mode and is logged and counted,
 //! so a broken rule never stalls or crashes the service.
 //!
-//! Rules and lists are compiled once per (re)load. Rules run on a pool of threads of their own
-//! (see [`pool`]), never on the async runtime's: each keeps its own Lua state and rebuilds it
-//! when the generation changes, so the request path takes no global lock, and a stuck rule
-//! holds no thread that serves HTTP.
+//! Rules and lists are compiled once per (re)load. A verdict's rules run first on the thread
+//! that serves it, within limits far below the ruleset's (see [`inline`]); what goes over them
+//! runs again on a pool of threads of their own (see [`pool`]) under the ruleset's limits. Each
+//! thread keeps its own Lua state and rebuilds it when the generation changes, so the request
+//! path takes no global lock, and a stuck rule holds a thread that serves HTTP no longer than
+//! the inline limits allow.
 
 mod driver;
 mod helpers;
+mod inline;
 mod lua;
 mod patterns;
 mod pool;
@@ -33,6 +36,7 @@ use arc_swap::ArcSwap;
 use crate::facts::Facts;
 use crate::lists::{self, List};
 pub(crate) use crate::vocabulary::{FailureKind, Verdict};
+pub(crate) use inline::InlineStats;
 pub(crate) use pool::PoolStats;
 
 /// The embedded default ruleset.
@@ -223,6 +227,7 @@ pub struct Rules {
     config: RulesConfig,
     current: Arc<ArcSwap<Compiled>>,
     pool: pool::Pool,
+    inline: inline::InlineLane,
 }
 
 /// Generation numbers are unique in the process, so that a worker's Lua state can never be
@@ -240,7 +245,7 @@ impl Rules {
             workers => workers,
         };
         let pool = pool::Pool::start(current.clone(), workers).map_err(RulesError::Workers)?;
-        Ok(Rules { config, current, pool })
+        Ok(Rules { config, current, pool, inline: inline::InlineLane::new() })
     }
 
     /// Loads the rules again; on error the running ruleset stays.
@@ -259,6 +264,11 @@ impl Rules {
     /// The rule workers active and abandoned, and verdicts queued for them, now.
     pub fn pool_stats(&self) -> PoolStats {
         self.pool.stats()
+    }
+
+    /// Verdicts the inline lane answered, escalated and passed to the workers so far.
+    pub fn inline_stats(&self) -> InlineStats {
+        self.inline.stats()
     }
 
     /// The ruleset in use.
@@ -283,12 +293,36 @@ impl Rules {
         files
     }
 
-    /// Runs the rules on `facts` on a rule worker. Never fails and never waits past the
-    /// deadlines in [`pool`]: a rule that errors, runs over a limit or gets stuck gets the fail
-    /// mode.
+    /// Runs the rules on `facts`: on the calling thread within the inline lane's limits (see
+    /// [`inline`]), else on a rule worker. Never fails and never waits past the deadlines in
+    /// [`pool`]: a rule that errors, runs over a limit or gets stuck gets the fail mode.
     pub async fn judge(&self, facts: Arc<Facts>) -> Decision {
+        if let Some(decision) = self.judge_inline(&facts) {
+            return decision;
+        }
         let answer = self.pool.evaluate(facts, false).await;
         self.answered(answer).0
+    }
+
+    /// Runs the rules on `facts` on a rule worker, whatever the inline lane would do; waits
+    /// asynchronously.
+    pub async fn judge_on_worker(&self, facts: Arc<Facts>) -> Decision {
+        let answer = self.pool.evaluate(facts, false).await;
+        self.answered(answer).0
+    }
+
+    /// [`Rules::judge`] for callers outside the async runtime: blocks the calling thread when
+    /// the rules go to a worker.
+    pub fn judge_blocking(&self, facts: Arc<Facts>) -> Decision {
+        match self.judge_inline(&facts) {
+            Some(decision) => decision,
+            None => self.evaluate_shared(facts),
+        }
+    }
+
+    fn judge_inline(&self, facts: &Facts) -> Option<Decision> {
+        let owner = Arc::as_ptr(&self.current) as usize;
+        self.inline.evaluate(owner, &self.current.load(), facts)
     }
 
     /// [`Rules::judge`] for callers outside the async runtime (tools, tests, benchmarks):

@@ -98,7 +98,10 @@ pub struct How {
 /// Where the rules run.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum RunRules {
-    /// On a rule worker, under the pool's deadlines (the service).
+    /// On the calling thread within the inline lane's limits, and on a rule worker under the
+    /// ruleset's when they go over them (the service; see `rules/inline.rs`).
+    Inline,
+    /// On a rule worker, under the pool's deadlines.
     Worker,
     /// On the calling thread, in a Lua state kept for it ([`crate::rules::Rules::evaluate_here`]):
     /// for a tool that judges many requests in a row (`replay`).
@@ -116,14 +119,16 @@ pub enum Verify {
 }
 
 impl How {
-    /// The service's `/verdict`: rules on a worker, verifications within their budgets.
-    pub const LIVE: How = How { rules: RunRules::Worker, verify: Verify::Wait(None), trace: false };
+    /// The service's `/verdict`: rules inline (else on a worker), verifications within their
+    /// budgets.
+    pub const LIVE: How = How { rules: RunRules::Inline, verify: Verify::Wait(None), trace: false };
     /// A tool judging many requests in a row (`replay`): rules on its own thread, nothing waited.
     pub const HERE: How = How { rules: RunRules::Here, verify: Verify::AsCached, trace: false };
 }
 
 /// Judges one request and records what it learns (request rate, trap hits), as `how` says. The
-/// rules never run on the async runtime's threads unless `how.rules` is [`RunRules::Here`].
+/// rules run on the async runtime's threads only within the inline lane's limits
+/// ([`RunRules::Inline`]), or without any ([`RunRules::Here`], for tools).
 pub(crate) async fn decide(app: &App, request: ForwardedRequest, how: How) -> Judgement {
     let facts = match how.verify {
         Verify::Wait(wait) => verified_facts(app, request, wait).await,
@@ -132,7 +137,8 @@ pub(crate) async fn decide(app: &App, request: ForwardedRequest, how: How) -> Ju
     let facts = Arc::new(facts);
     let (decision, trace) = match (how.trace, how.rules) {
         (true, _) => app.rules.evaluate_traced_async(facts.clone()).await,
-        (false, RunRules::Worker) => (app.rules.judge(facts.clone()).await, Vec::new()),
+        (false, RunRules::Inline) => (app.rules.judge(facts.clone()).await, Vec::new()),
+        (false, RunRules::Worker) => (app.rules.judge_on_worker(facts.clone()).await, Vec::new()),
         (false, RunRules::Here) => (app.rules.evaluate_here(&facts), Vec::new()),
     };
     Judgement { facts, decision, trace }
@@ -145,6 +151,7 @@ pub fn decide_blocking(app: &App, request: ForwardedRequest, how: How) -> Judgem
     let facts = Arc::new(facts(app, request));
     let (decision, trace) = match (how.trace, how.rules) {
         (true, _) => app.rules.evaluate_traced(&facts),
+        (false, RunRules::Inline) => (app.rules.judge_blocking(facts.clone()), Vec::new()),
         (false, RunRules::Worker) => (app.rules.evaluate_shared(facts.clone()), Vec::new()),
         (false, RunRules::Here) => (app.rules.evaluate_here(&facts), Vec::new()),
     };

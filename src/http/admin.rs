@@ -101,6 +101,8 @@ pub(crate) async fn metrics(
     let snapshot = snapshot(&app, &admin).await;
     let workers = app.rules.pool_stats();
     app.metrics.rule_workers(workers.active, workers.abandoned, workers.queued);
+    let lanes = app.rules.inline_stats();
+    app.metrics.rule_lanes(lanes.answered, lanes.escalated, lanes.passed);
     let text = app.metrics.render(snapshot.entries, snapshot.over_threshold, snapshot.scope);
     let content_type = HeaderValue::from_static("text/plain; version=0.0.4; charset=utf-8");
     ([(header::CONTENT_TYPE, content_type)], text).into_response()

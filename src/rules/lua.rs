@@ -19,8 +19,8 @@ use mlua::{Function, Lua, LuaOptions, StdLib, Table, Value};
 use super::driver::{self, CODE_CHALLENGE, CODE_TRAP, Driver, DriverOutcome};
 use super::lists::List;
 use super::watchdog::Registration;
-use super::{Compiled, Decision, FailMode, RuleFailure, RuleOutcome, RulesError, Verdict};
-use super::{helpers, patterns, seal};
+use super::{Compiled, Decision, FailMode, Limits, RuleFailure, RuleOutcome, RulesError, Verdict};
+use super::{helpers, inline, patterns, seal};
 use crate::claims::SignatureCheck;
 use crate::facts::{Coverage, Facts};
 use crate::numbers::Decimal;
@@ -54,25 +54,44 @@ struct ThreadRules {
     names: Vec<Arc<str>>,
     /// The rule name of a decision no rule made.
     no_rule: Arc<str>,
+    /// The lane's limits: the ruleset's, or the inline lane's tighter ones.
+    limits: Limits,
 }
 
 /// Compiles the ruleset in a fresh state and returns its rule names.
 pub(super) fn check(compiled: &Compiled) -> Result<Vec<String>, RulesError> {
-    let state = build(compiled)?;
+    let state = build(compiled, Lane::Full)?;
     Ok(state.names.iter().map(|name| name.to_string()).collect())
 }
 
-/// A rule worker's Lua state (built on first use and whenever the ruleset changes) and the
-/// buffer it hands requests to the driver in. Bound to the thread that made it.
+/// A thread's Lua state (built on first use and whenever the ruleset changes) and the buffer
+/// it hands requests to the driver in. Bound to the thread that made it.
 pub(super) struct Evaluator {
     state: Option<ThreadRules>,
     /// The request's text for the driver, refilled for each request (see `fill_blob`).
     blob: String,
+    /// Whose limits the state runs under.
+    lane: Lane,
+}
+
+/// The limits an evaluator's state runs under.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Lane {
+    /// The ruleset's own (a rule worker, or a tool's thread).
+    Full,
+    /// A thread that serves HTTP (see `inline.rs`): CPU time at most [`inline::TIME`], memory
+    /// at most [`inline::HEADROOM`] above what the loaded script holds, and a script that takes
+    /// more than [`inline::SETUP`] to load is not built at all.
+    Inline,
 }
 
 impl Evaluator {
     pub(super) fn new() -> Evaluator {
-        Evaluator { state: None, blob: String::new() }
+        Evaluator::in_lane(Lane::Full)
+    }
+
+    pub(super) fn in_lane(lane: Lane) -> Evaluator {
+        Evaluator { state: None, blob: String::new(), lane }
     }
 
     /// Builds the state for `compiled` unless it is already built; a failure is kept for
@@ -82,7 +101,7 @@ impl Evaluator {
             return None;
         }
         self.state = None;
-        match build(compiled) {
+        match build(compiled, self.lane) {
             Ok(state) => {
                 self.state = Some(state);
                 None
@@ -138,7 +157,7 @@ fn run(
 ) -> Decision {
     {
         // Held to the end: the failure path runs Lua too.
-        let running = state.watch.start(compiled.limits.time);
+        let running = state.watch.start(state.limits.time);
         let ends = fill_blob(blob, facts);
         // Flags, the ASN (bits 7 to 38), whether a pass came (39), the unanswered challenges
         // (40 to 55) and why the pass is burned (56, 57) in one argument.
@@ -215,7 +234,7 @@ fn run(
             );
         }
         // Garbage a rule left behind is collected before it counts against the next request.
-        if state.lua.used_memory() > compiled.limits.memory / 2 {
+        if state.lua.used_memory() > state.limits.memory / 2 {
             let _ = state.lua.gc_collect();
         }
         decision
@@ -420,17 +439,31 @@ fn error_message(error: &mlua::Error) -> String {
     }
 }
 
-/// Builds a sandboxed state, runs the script and collects its rules.
-fn build(compiled: &Compiled) -> Result<ThreadRules, RulesError> {
+/// Builds a sandboxed state for `lane`, runs the script and collects its rules.
+fn build(compiled: &Compiled, lane: Lane) -> Result<ThreadRules, RulesError> {
     let script_error =
         |error: mlua::Error| RulesError::Script(format!("{}: {}", compiled.name, error_message(&error)));
     let lua =
         Lua::new_with(StdLib::TABLE | StdLib::STRING | StdLib::MATH | StdLib::UTF8, LuaOptions::default())
             .map_err(script_error)?;
     let watch = Registration::new(&lua).map_err(RulesError::Script)?;
-    let running = watch.start(compiled.limits.time * SETUP_LIMIT_FACTOR);
+    let setup = match lane {
+        Lane::Full => compiled.limits.time * SETUP_LIMIT_FACTOR,
+        Lane::Inline => inline::SETUP.min(compiled.limits.time * SETUP_LIMIT_FACTOR),
+    };
+    let running = watch.start(setup);
     let Prepared { names, driver, failed, last_trace, lists } = prepare(&lua, compiled)?;
     drop(running);
+    let limits = match lane {
+        Lane::Full => compiled.limits.clone(),
+        Lane::Inline => {
+            // What a request may allocate here bounds what one call into C can be asked to do
+            // (sort, concatenate, repeat), which the time limit cannot interrupt.
+            let memory = compiled.limits.memory.min(lua.used_memory() + inline::HEADROOM);
+            lua.set_memory_limit(memory).map_err(script_error)?;
+            Limits { time: compiled.limits.time.min(inline::TIME), memory }
+        }
+    };
     Ok(ThreadRules {
         watch,
         driver,
@@ -441,6 +474,7 @@ fn build(compiled: &Compiled) -> Result<ThreadRules, RulesError> {
         generation: compiled.generation,
         names,
         no_rule: Arc::from(""),
+        limits,
     })
 }
 

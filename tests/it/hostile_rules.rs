@@ -91,6 +91,87 @@ async fn stuck_rules_never_stall_health_the_trap_or_shutdown() {
     assert!(signalled.elapsed() < Duration::from_secs(7), "exited after {:?}", signalled.elapsed());
 }
 
+/// Rules that go over the inline lane's limits (Lua that loops, the largest calls into C the
+/// lane's memory allows), for every verdict: each is stopped on the thread that serves HTTP,
+/// run again on a worker, and gets the fail mode there.
+const HEAVY_RULES: &str = r#"
+return {
+    { name = "loop", check = function(r)
+        if r.path == "/loop" then while true do end end
+    end },
+    { name = "c", check = function(r)
+        if r.path == "/c" then
+            -- Sorting and copying as much as 1 MiB holds, over and over.
+            while true do
+                local numbers = {}
+                for i = 1, 40000 do numbers[i] = (i * 7919) % 40000 end
+                table.sort(numbers)
+                local text = string.rep("ab", 200000)
+                text = text:upper():reverse():lower()
+            end
+        end
+        return "allow", "ok"
+    end },
+}"#;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn rules_over_the_inline_limits_never_hold_health_or_the_trap_past_the_time_limit() {
+    let dir = tempfile::tempdir().unwrap();
+    let script = write_file(dir.path(), "rules.lua", HEAVY_RULES);
+    let config = write_file(
+        dir.path(),
+        "quagmire.kdl",
+        &format!(
+            "rules {{\n    script \"{script}\"\n    fail \"closed\"\n    time-limit-ms 20\n    workers 2\n}}\n"
+        ),
+    );
+    let server = Server::start(&["--config", &config]);
+    let client = reqwest::Client::new();
+
+    // Eight callers asking, one after another, for verdicts that run over every limit.
+    let until = Instant::now() + Duration::from_secs(3);
+    let callers: Vec<_> = (0..8)
+        .map(|i| {
+            let (client, url) = (client.clone(), server.verdict_url());
+            tokio::spawn(async move {
+                let mut answers = Vec::new();
+                while Instant::now() < until {
+                    let path = if i % 2 == 0 { "/loop" } else { "/c" };
+                    let response = client.get(&url).header("x-forwarded-uri", path).send().await.unwrap();
+                    answers.push(response.status().as_u16());
+                }
+                answers
+            })
+        })
+        .collect();
+
+    let health = format!("http://{}/health", server.verdict);
+    let mut slowest = Duration::ZERO;
+    while Instant::now() < until {
+        for url in [health.as_str(), &server.trap_url("/some/page")] {
+            let started = Instant::now();
+            assert_eq!(client.get(url).send().await.unwrap().status().as_u16(), 200);
+            slowest = slowest.max(started.elapsed());
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    // The time limit, plus room for a machine this loaded (the stuck-rules test allows as much).
+    assert!(slowest < Duration::from_millis(100), "/health or the trap took {slowest:?}");
+    for caller in callers {
+        let answers = caller.await.unwrap();
+        assert!(!answers.is_empty());
+        assert!(answers.iter().all(|status| *status == 403), "fail closed: {answers:?}");
+    }
+    let metrics =
+        client.get(format!("http://{}/metrics", server.verdict)).send().await.unwrap().text().await.unwrap();
+    let count = |lane: &str| {
+        let prefix = format!("quagmire_rule_evaluations_total{{lane=\"{lane}\"}} ");
+        metrics.lines().find_map(|line| line.strip_prefix(prefix.as_str())?.parse::<u64>().ok()).unwrap_or(0)
+    };
+    assert!(count("escalated") >= 1, "{metrics}");
+    assert!(count("worker") >= 1, "after an escalation the lane is shut for a while: {metrics}");
+}
+
 #[test]
 fn check_does_not_hang_on_a_hostile_script() {
     let dir = tempfile::tempdir().unwrap();

@@ -481,15 +481,15 @@ async fn a_verdict_whose_caller_went_away_is_not_evaluated() {
         let rules = rules.clone();
         async move { rules.judge(slow).await }
     });
-    // The one worker is busy with the slow request; this one waits in the queue and its caller
-    // gives up, as a proxy that timed out would.
+    // The one worker is busy with the slow request (the inline lane gave it up); this one waits
+    // in the queue and its caller gives up, as a proxy that timed out would.
     while rules.pool_stats().queued > 0 || busy.is_finished() {
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
     tokio::time::sleep(Duration::from_millis(20)).await;
     let gave_up = tokio::time::timeout(
         Duration::from_millis(30),
-        rules.judge(Arc::new(Request::browser(CHROME).facts())),
+        rules.judge_on_worker(Arc::new(Request::browser(CHROME).facts())),
     )
     .await;
     assert!(gave_up.is_err(), "the worker was free: the slow rule is not slow enough here");
@@ -573,4 +573,92 @@ fn rules_see_only_the_sandbox() {
             "rep", "reverse", "sub", "unpack", "upper",
         ]
     );
+}
+
+/// The inline lane (rules on the thread that serves the verdict): what behaves is answered there;
+/// what runs over its limits is answered by a worker under the ruleset's limits, as if the lane
+/// were not there, and the lane stays shut for a while.
+mod inline_lane {
+    use super::*;
+
+    /// A rule that takes far longer than the inline lane's CPU time, far less than the
+    /// ruleset's, for `/slow`; another that needs more memory than the lane's headroom, for
+    /// `/big`.
+    const SLOW_AND_BIG: &str = r#"return {
+        { name = "slow", check = function(r)
+            if r.path == "/slow" then
+                local x = 0
+                for i = 1, 20000000 do x = x + i end
+                return "trap", "counted to " .. x
+            end
+        end },
+        { name = "big", check = function(r)
+            if r.path == "/big" then return "trap", "made " .. #string.rep("x", 8 << 20) end
+        end },
+        { name = "calm", check = function(r) return "allow", "ok" end },
+    }"#;
+
+    fn generous() -> Limits {
+        Limits { time: Duration::from_secs(5), memory: 64 << 20 }
+    }
+
+    #[test]
+    fn rules_that_behave_are_answered_on_the_calling_thread() {
+        let rules = rules_with(SLOW_AND_BIG, FailMode::Closed, generous()).unwrap();
+        for _ in 0..3 {
+            let decision = rules.judge_blocking(Arc::new(Request::browser(CHROME).facts()));
+            assert_eq!((&*decision.rule, decision.reason.as_str()), ("calm", "ok"));
+        }
+        assert_eq!(rules.inline_stats(), InlineStats { answered: 3, escalated: 0, passed: 0 });
+    }
+
+    #[test]
+    fn a_rule_over_the_lanes_time_is_decided_by_a_worker_as_if_the_lane_were_not_there() {
+        let rules = rules_with(SLOW_AND_BIG, FailMode::Closed, generous()).unwrap();
+        let slow = Request { uri: "/slow", ..Request::browser(CHROME) }.facts();
+        let decision = rules.judge_blocking(Arc::new(slow.clone()));
+        assert_eq!(decision.reason, "counted to 200000010000000", "{decision:?}");
+        assert!(decision.failures.is_empty(), "the worker's evaluation is the answer: {decision:?}");
+        // Shut for a while: the next verdicts go straight to a worker, and are answered the same.
+        let calm = rules.judge_blocking(Arc::new(Request::browser(CHROME).facts()));
+        assert_eq!(calm.reason, "ok");
+        assert_eq!(rules.inline_stats(), InlineStats { answered: 0, escalated: 1, passed: 1 });
+    }
+
+    #[test]
+    fn a_rule_over_the_lanes_memory_is_decided_by_a_worker() {
+        let rules = rules_with(SLOW_AND_BIG, FailMode::Closed, generous()).unwrap();
+        let decision =
+            rules.judge_blocking(Arc::new(Request { uri: "/big", ..Request::browser(CHROME) }.facts()));
+        assert_eq!(decision.reason, format!("made {}", 8 << 20), "{decision:?}");
+        assert_eq!(rules.inline_stats().escalated, 1);
+    }
+
+    #[test]
+    fn a_rule_over_the_rulesets_own_limit_gets_the_fail_mode_from_the_worker() {
+        let limits = Limits { time: Duration::from_millis(30), memory: 64 << 20 };
+        let rules = rules_with(SLOW_AND_BIG, FailMode::Closed, limits).unwrap();
+        let decision =
+            rules.judge_blocking(Arc::new(Request { uri: "/slow", ..Request::browser(CHROME) }.facts()));
+        assert_eq!(decision.verdict, Verdict::Trap);
+        assert_eq!(decision.failures[0].kind, FailureKind::TimeLimit, "{decision:?}");
+        assert_eq!(rules.inline_stats().escalated, 1);
+    }
+
+    #[test]
+    fn a_script_too_slow_to_load_on_a_thread_that_serves_http_is_judged_by_the_workers() {
+        // About a tenth of a second to load: within ten times its time limit, far past the
+        // inline lane's.
+        let script = r#"
+            local x = 0
+            for i = 1, 15000000 do x = x + i end
+            return { { name = "calm", check = function(r) return "allow", "ok" end } }"#;
+        let limits = Limits { time: Duration::from_secs(1), memory: 64 << 20 };
+        let rules = rules_with(script, FailMode::Closed, limits).unwrap();
+        for _ in 0..2 {
+            // Straight to a worker each time: not built again, and no lane shut for it.
+            assert_eq!(rules.judge_blocking(Arc::new(Request::browser(CHROME).facts())).reason, "ok");
+        }
+        assert_eq!(rules.inline_stats(), InlineStats { answered: 0, escalated: 0, passed: 2 });
+    }
 }
