@@ -75,7 +75,7 @@ pub use replay::{Options as ReplayOptions, ReplayError, compare_rules, replay};
 pub use snippets::Snippets;
 
 // One decision, as the benches and bench tools drive it.
-pub use verdict::{ForwardedRequest, How, RunRules, Verify, decide_blocking};
+pub use verdict::{ForwardedRequest, How, Judgement, RunRules, Verify, decide_blocking};
 
 // Challenges and passes, for the benches of their checks.
 pub use challenge::{

@@ -20,6 +20,8 @@ use ipnet::IpNet;
 
 use crate::prefix_map::PrefixMap;
 
+mod recent;
+
 /// The embedded default lists (file name, text): the rules' lists when no folder is configured,
 /// and the stand-in for any of them a folder lacks.
 pub const DEFAULT_LISTS: &[(&str, &str)] = &[
@@ -191,6 +193,8 @@ impl List {
 /// occurrence and then checking its edges, `find` walks an anchored automaton from each token
 /// start; most walks die within a byte or two.
 pub struct TokenList {
+    /// Tells this list's answers from another's in the memo (`recent.rs`).
+    id: u64,
     automaton: DFA,
     tokens: Vec<String>,
     /// `TOKEN_CHAR` for bytes that continue a token; `ENTRY_START` for the bytes (either case)
@@ -216,7 +220,7 @@ impl TokenList {
             classes[usize::from(first.to_ascii_lowercase())] |= ENTRY_START;
             classes[usize::from(first.to_ascii_uppercase())] |= ENTRY_START;
         }
-        Ok(TokenList { automaton, tokens, classes })
+        Ok(TokenList { id: recent::next_list_id(), automaton, tokens, classes })
     }
 
     /// Bytes of heap the compiled automaton and the tokens take.
@@ -224,9 +228,16 @@ impl TokenList {
         self.automaton.memory_usage() + self.tokens.iter().map(|token| token.capacity()).sum::<usize>()
     }
 
-    /// The first token (by position) found in `text` as a whole token.
+    /// The first token (by position) found in `text` as a whole token; answers for texts seen
+    /// recently on this thread come from a memo (see `recent.rs`).
     pub fn find<T: AsRef<[u8]> + ?Sized>(&self, text: &T) -> Option<&str> {
         let bytes = text.as_ref();
+        let index = recent::answer(self.id, bytes, || self.walk(bytes).and_then(|i| u32::try_from(i).ok()))?;
+        self.tokens.get(index as usize).map(String::as_str)
+    }
+
+    /// `find` without the memo: walks the automaton from each token start; the token's index.
+    fn walk(&self, bytes: &[u8]) -> Option<usize> {
         let start = self.automaton.start_state(Anchored::Yes).ok()?;
         // A walk starts where an entry's first byte follows a non-token byte (or the start).
         let mut previous = 0;
@@ -247,7 +258,7 @@ impl TokenList {
     /// The entry that matches `bytes` from `from` up to a token end, if any. Not inlined: it
     /// runs for few bytes, and inlined it costs the scan in `find` its registers.
     #[inline(never)]
-    fn whole_token_at(&self, bytes: &[u8], from: usize, start: StateID) -> Option<&str> {
+    fn whole_token_at(&self, bytes: &[u8], from: usize, start: StateID) -> Option<usize> {
         let automaton = &self.automaton;
         let mut state = start;
         for (len, &byte) in bytes[from..].iter().enumerate().map(|(i, b)| (i + 1, b)) {
@@ -266,7 +277,7 @@ impl TokenList {
                     .map(|index| automaton.match_pattern(state, index))
                     .find(|&pattern| automaton.pattern_len(pattern) == len);
                 if let Some(pattern) = found {
-                    return Some(self.tokens[pattern.as_usize()].as_str());
+                    return Some(pattern.as_usize());
                 }
             }
         }
