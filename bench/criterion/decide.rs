@@ -11,7 +11,10 @@ use quagmire::{ChallengeConfig, Challenger, Earned, PassCheck, meets_difficulty}
 use quagmire::{ForwardedRequest, How, RunRules, Verify, decide_blocking};
 use std::time::SystemTime;
 
-/// Rules on a worker, as the service runs them; nothing waited for.
+/// Rules as the service runs them: on this thread within the inline lane's limits (else on a
+/// worker); nothing waited for.
+const SERVICE: How = How { rules: RunRules::Inline, verify: Verify::AsCached, trace: false };
+/// Rules always on a worker, as the service ran them before the inline lane.
 const WORKER: How = How { rules: RunRules::Worker, verify: Verify::AsCached, trace: false };
 /// Rules on the calling thread, as `replay` runs them.
 const HERE: How = How { rules: RunRules::Here, verify: Verify::AsCached, trace: false };
@@ -65,8 +68,19 @@ fn decisions(c: &mut Criterion) {
     let human = request(CHROME, "198.51.100.7");
     let crawler = request("Mozilla/5.0 (compatible; GPTBot/1.2; +https://openai.com/gptbot)", "198.51.100.8");
     let mut group = c.benchmark_group("decide");
+    // The path the service runs, whole: the proxy's request as hyper parsed it, served by the
+    // verdict router on a runtime (headers copied, identity, history, enrichment, the rules in
+    // the inline lane, metrics, the response); only the network is not there.
+    served(&mut group, &secret, &human);
     // `decide` takes the request by value; the copy made for each iteration is not timed.
     group.bench_function("browser_allowed", |b| {
+        b.iter_batched(
+            people(&human),
+            |request| decide_blocking(&app, request, SERVICE),
+            BatchSize::SmallInput,
+        )
+    });
+    group.bench_function("browser_allowed_on_a_worker", |b| {
         b.iter_batched(
             people(&human),
             |request| decide_blocking(&app, request, WORKER),
@@ -76,7 +90,7 @@ fn decisions(c: &mut Criterion) {
     group.bench_function("crawler_trapped", |b| {
         b.iter_batched(
             || crawler.clone(),
-            |request| decide_blocking(&app, request, WORKER),
+            |request| decide_blocking(&app, request, SERVICE),
             BatchSize::SmallInput,
         )
     });
@@ -113,10 +127,54 @@ fn decisions(c: &mut Criterion) {
             BatchSize::SmallInput,
         )
     });
-    // The rules alone on prepared facts.
-    let facts = decide_blocking(&app, human.clone(), WORKER).facts;
-    group.bench_function("rules_only", |b| b.iter(|| black_box(app.rules().evaluate(black_box(&facts)))));
+    // The rules alone on prepared facts, where the service runs them and on a worker.
+    let facts = decide_blocking(&app, human.clone(), SERVICE).facts;
+    group.bench_function("rules_only", |b| {
+        b.iter(|| black_box(app.rules().judge_blocking(black_box(facts.clone()))))
+    });
+    group.bench_function("rules_only_on_a_worker", |b| {
+        b.iter(|| black_box(app.rules().evaluate(black_box(&facts))))
+    });
     group.finish();
+}
+
+/// `decide/served`: `human`'s page view, from 65,536 clients in turn, as forward-auth requests
+/// to the verdict router on a multi-threaded runtime (the service's), each answered 200.
+fn served(
+    group: &mut criterion::BenchmarkGroup<'_, criterion::measurement::WallTime>,
+    secret: &Secret,
+    human: &ForwardedRequest,
+) {
+    use axum::body::Body;
+    use axum::extract::ConnectInfo;
+    use tower_service::Service;
+
+    let app =
+        std::sync::Arc::new(App::build(Config::embedded(), secret).expect("the embedded config builds"));
+    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("a runtime");
+    let router = quagmire::verdict_router(app);
+    let mut next = people(human);
+    let peer: std::net::SocketAddr = ([127, 0, 0, 1], 40000).into();
+    group.bench_function("served", |b| {
+        b.iter_batched(
+            || {
+                let request = next();
+                let mut builder = axum::http::Request::get("/verdict");
+                for (name, value) in request.headers.iter() {
+                    builder = builder.header(name, value);
+                }
+                let mut request = builder.body(Body::empty()).expect("a request");
+                request.extensions_mut().insert(ConnectInfo(peer));
+                request
+            },
+            |request| {
+                let response = runtime.block_on(router.clone().call(request)).expect("infallible");
+                assert_eq!(response.status(), 200);
+                response
+            },
+            BatchSize::SmallInput,
+        )
+    });
 }
 
 /// The embedded config with bench/robots-200.sh's robots.txt for every host.
