@@ -40,7 +40,7 @@ end
 init = function(args)
   math.randomseed(20261206)
   for i = 1, 2000 do
-    local client = "198.51." .. (i // 250) .. "." .. (i % 250 + 1)
+    local client = "198.51." .. math.floor(i / 250) .. "." .. (i % 250 + 1)
     if i % 20 == 0 then
       local agent = BOTS[(i / 20) % #BOTS + 1]
       for page = 1, 5 do

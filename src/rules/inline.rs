@@ -4,8 +4,8 @@
 //! The hand-over (a queued job, a worker woken, a task woken on the way back, a timer) cost
 //! about as much CPU as everything else a verdict does together (bench/README.md, issue 28), and
 //! a ruleset that behaves needs a few microseconds. So the service first runs the rules here,
-//! under [`TIME`] of CPU time and [`HEADROOM`] bytes of memory above what the loaded script
-//! holds. An evaluation that runs over either, or panics, is *escalated*: its answer is
+//! under [`TIME`] of CPU time and [`HEADROOM`] bytes of memory above twice what the loaded
+//! script holds (the collector lets a heap reach twice its live size). An evaluation that runs over either, or panics, is *escalated*: its answer is
 //! discarded and the same facts go to a rule worker under the ruleset's own limits, which is
 //! where every rule ran before. Rules cannot tell the difference: each evaluation starts from
 //! the same sealed state and forgets what it wrote.
@@ -14,7 +14,7 @@
 //! limit:
 //! - Lua code: [`TIME`], stopped by the watchdog (which may grant a look's interval more);
 //! - one call into C, which no time limit interrupts: bounded by what it is given, and a rule
-//!   can give it at most what the script held at load plus [`HEADROOM`] (Lua patterns that
+//!   can give it at most twice what the script held at load plus [`HEADROOM`] (Lua patterns that
 //!   backtrack are refused, so C work is linear in its input, or n log n for `table.sort`);
 //! - loading the script into this thread's state: at most [`SETUP`]; a script that takes
 //!   longer is never built here, and its verdicts go to the workers.
@@ -37,7 +37,8 @@ use crate::vocabulary::FailureKind;
 /// CPU time an evaluation may use on a thread that serves HTTP: a tenth of the default time
 /// limit, and hundreds of times what the default rules take.
 pub(super) const TIME: Duration = Duration::from_millis(2);
-/// Bytes an evaluation may allocate on a thread that serves HTTP, above the loaded script's.
+/// Bytes an evaluation may allocate on a thread that serves HTTP, above twice the loaded
+/// script's.
 pub(super) const HEADROOM: usize = 1 << 20;
 /// CPU time loading the script may take on a thread that serves HTTP.
 pub(super) const SETUP: Duration = Duration::from_millis(10);

@@ -56,6 +56,8 @@ struct ThreadRules {
     no_rule: Arc<str>,
     /// The lane's limits: the ruleset's, or the inline lane's tighter ones.
     limits: Limits,
+    /// Memory in use past which a request's garbage is collected at once, before the next.
+    collect_above: usize,
 }
 
 /// Compiles the ruleset in a fresh state and returns its rule names.
@@ -80,7 +82,8 @@ pub(super) enum Lane {
     /// The ruleset's own (a rule worker, or a tool's thread).
     Full,
     /// A thread that serves HTTP (see `inline.rs`): CPU time at most [`inline::TIME`], memory
-    /// at most [`inline::HEADROOM`] above what the loaded script holds, and a script that takes
+    /// at most [`inline::HEADROOM`] above twice what the loaded script holds (room for the
+    /// collector's pause, which lets the heap reach twice its live size), and a script that takes
     /// more than [`inline::SETUP`] to load is not built at all.
     Inline,
 }
@@ -234,7 +237,7 @@ fn run(
             );
         }
         // Garbage a rule left behind is collected before it counts against the next request.
-        if state.lua.used_memory() > state.limits.memory / 2 {
+        if state.lua.used_memory() > state.collect_above {
             let _ = state.lua.gc_collect();
         }
         decision
@@ -454,14 +457,19 @@ fn build(compiled: &Compiled, lane: Lane) -> Result<ThreadRules, RulesError> {
     let running = watch.start(setup);
     let Prepared { names, driver, failed, last_trace, lists } = prepare(&lua, compiled)?;
     drop(running);
-    let limits = match lane {
-        Lane::Full => compiled.limits.clone(),
+    let (limits, collect_above) = match lane {
+        Lane::Full => (compiled.limits.clone(), compiled.limits.memory / 2),
         Lane::Inline => {
             // What a request may allocate here bounds what one call into C can be asked to do
-            // (sort, concatenate, repeat), which the time limit cannot interrupt.
-            let memory = compiled.limits.memory.min(lua.used_memory() + inline::HEADROOM);
+            // (sort, concatenate, repeat), which the time limit cannot interrupt. The incremental
+            // collector lets the heap grow to twice what is live before it runs, so the limit
+            // leaves that room; a full collection is forced only past half the headroom beyond it,
+            // as it takes a millisecond here, on a thread that serves HTTP.
+            let live = lua.used_memory();
+            let memory = compiled.limits.memory.min(2 * live + inline::HEADROOM);
             lua.set_memory_limit(memory).map_err(script_error)?;
-            Limits { time: compiled.limits.time.min(inline::TIME), memory }
+            let limits = Limits { time: compiled.limits.time.min(inline::TIME), memory };
+            (limits, memory.min(2 * live + inline::HEADROOM / 2))
         }
     };
     Ok(ThreadRules {
@@ -475,6 +483,7 @@ fn build(compiled: &Compiled, lane: Lane) -> Result<ThreadRules, RulesError> {
         names,
         no_rule: Arc::from(""),
         limits,
+        collect_above,
     })
 }
 
