@@ -5,13 +5,15 @@
 //! fixed set), and by ASN only for up to `ASN_LABELS` ASNs, admitted while they are among the most
 //! frequent (everything else is `asn="other"`). No label ever carries an address or a path.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use arc_swap::ArcSwap;
-use prometheus_client::encoding::EncodeLabelSet;
+use std::fmt::Write as _;
+
+use prometheus_client::encoding::{EncodeLabelSet, EncodeLabelValue, LabelValueEncoder};
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
@@ -38,8 +40,28 @@ struct VerdictLabels {
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct AsnLabels {
-    asn: String,
+    asn: AsnLabel,
     verdict: &'static str,
+}
+
+/// An ASN label value, written out only when scraped: a verdict builds no string for it.
+#[derive(Clone, Copy, Debug, Hash, PartialEq, Eq)]
+enum AsnLabel {
+    /// The client's ASN is unknown.
+    None,
+    /// An ASN without a label of its own.
+    Other,
+    Number(u32),
+}
+
+impl EncodeLabelValue for AsnLabel {
+    fn encode(&self, encoder: &mut LabelValueEncoder) -> Result<(), std::fmt::Error> {
+        match self {
+            AsnLabel::None => encoder.write_str("none"),
+            AsnLabel::Other => encoder.write_str("other"),
+            AsnLabel::Number(asn) => write!(encoder, "{asn}"),
+        }
+    }
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -190,7 +212,7 @@ pub struct Metrics {
     robots_counters: ArcSwap<HashMap<String, (Counter, Counter)>>,
     robots_counters_added: Mutex<()>,
     /// ASNs with a label of their own, read without a lock on every verdict.
-    asn_labelled: ArcSwap<HashMap<u32, String>>,
+    asn_labelled: ArcSwap<HashSet<u32>>,
     /// How often each candidate ASN was seen.
     asn_seen: Mutex<AsnCounts>,
 }
@@ -437,7 +459,7 @@ impl Metrics {
             ),
             robots_counters: ArcSwap::from_pointee(HashMap::new()),
             robots_counters_added: Mutex::new(()),
-            asn_labelled: ArcSwap::from_pointee(HashMap::new()),
+            asn_labelled: ArcSwap::from_pointee(HashSet::new()),
             asn_seen: Mutex::new(AsnCounts::default()),
             registry,
         }
@@ -663,17 +685,17 @@ impl Metrics {
     }
 
     /// The `asn` label for `asn`: its number while it is one of the most frequent, else `other`.
-    fn asn_label(&self, asn: Option<u32>) -> String {
+    fn asn_label(&self, asn: Option<u32>) -> AsnLabel {
         let Some(asn) = asn else {
-            return "none".into();
+            return AsnLabel::None;
         };
-        if let Some(label) = self.asn_labelled.load().get(&asn) {
-            return label.clone();
+        if self.asn_labelled.load().contains(&asn) {
+            return AsnLabel::Number(asn);
         }
         // Counting candidates needs the lock; a request never waits for it: when it is busy, this
         // request counts as `other` and is not tallied, which only makes admission approximate.
         let Ok(mut seen) = self.asn_seen.try_lock() else {
-            return "other".into();
+            return AsnLabel::Other;
         };
         let count = match seen.counts.get_mut(&asn) {
             Some(count) => {
@@ -684,7 +706,7 @@ impl Metrics {
                 if seen.counts.len() >= ASN_CANDIDATES {
                     seen.turned_away += 1;
                     if seen.turned_away < ASN_CANDIDATES / 4 {
-                        return "other".into();
+                        return AsnLabel::Other;
                     }
                     seen.turned_away = 0;
                     seen.counts.retain(|_, count| {
@@ -692,7 +714,7 @@ impl Metrics {
                         *count > 0
                     });
                     if seen.counts.len() >= ASN_CANDIDATES {
-                        return "other".into();
+                        return AsnLabel::Other;
                     }
                 }
                 seen.counts.insert(asn, 1);
@@ -704,25 +726,24 @@ impl Metrics {
         // recent count): its series is removed, and the labels stay bounded.
         let labelled = self.asn_labelled.load();
         let weakest =
-            labelled.keys().map(|known| (seen.counts.get(known).copied().unwrap_or(0), *known)).min();
+            labelled.iter().map(|known| (seen.counts.get(known).copied().unwrap_or(0), *known)).min();
         let outnumbers = |factor: u64| weakest.is_some_and(|(weakest, _)| count > weakest.max(1) * factor);
         let admit = labelled.len() < ASN_LABELS || (labelled.len() < 2 * ASN_LABELS && outnumbers(1));
         let replace = !admit && outnumbers(2);
         if !admit && !replace {
-            return "other".into();
+            return AsnLabel::Other;
         }
-        let label = asn.to_string();
-        let mut grown = HashMap::clone(&labelled);
+        let mut grown = HashSet::clone(&labelled);
         if let (true, Some((_, evicted))) = (replace, weakest) {
             grown.remove(&evicted);
             for verdict in [Verdict::Allow, Verdict::Trap, Verdict::Challenge] {
                 self.verdicts_by_asn
-                    .remove(&AsnLabels { asn: evicted.to_string(), verdict: verdict.as_str() });
+                    .remove(&AsnLabels { asn: AsnLabel::Number(evicted), verdict: verdict.as_str() });
             }
         }
-        grown.insert(asn, label.clone());
+        grown.insert(asn);
         self.asn_labelled.store(Arc::new(grown));
-        label
+        AsnLabel::Number(asn)
     }
 }
 

@@ -184,9 +184,10 @@ struct Verified {
 /// verdict wait (or `wait`).
 async fn verify(app: &App, facts: &Facts, wait: Option<Duration>) -> Verified {
     let (mut crawler, mut signature) = (facts.crawler.clone(), facts.signature.clone());
-    let compiled = app.rules.current();
     let claimed = async {
         if let Some(claim) = crawler.as_mut() {
+            // Only for a claim: the ruleset's reference count is shared by every thread.
+            let compiled = app.rules.current();
             let domains = compiled.list(CRAWLER_DOMAINS);
             match wait {
                 Some(wait) => app.crawlers.verify_within(claim, domains, facts.address, wait).await,
@@ -228,7 +229,8 @@ fn facts(app: &App, request: ForwardedRequest) -> Facts {
     let user_agent = request.header("user-agent").unwrap_or("");
     let history = app.clients.observe_request_at(key, user_agent, &geo, at);
     let pass = pass_facts(app, &request, address, is_trap_url, &geo, at);
-    let compiled = app.rules.current();
+    // A guard, not a clone of the `Arc`: no write to the count every thread shares.
+    let compiled = app.rules.compiled();
     if history.rate_limited {
         let datacenter = geo.asn.is_some_and(|asn| {
             matches!(compiled.list(DATACENTER_ASNS), Some(List::Asns(asns)) if asns.find(asn).is_some())

@@ -35,7 +35,9 @@ struct Slot {
 }
 
 thread_local! {
-    static SLOTS_OF_THIS_THREAD: RefCell<Vec<Slot>> = const { RefCell::new(Vec::new()) };
+    // Seeded per thread, so that no client can aim texts at one slot.
+    static SLOTS_OF_THIS_THREAD: (foldhash::fast::RandomState, RefCell<Vec<Slot>>) =
+        (foldhash::fast::RandomState::default(), RefCell::new(Vec::new()));
 }
 
 /// What `list` answers for `text`, from the memo or from `find` (whose answer is kept).
@@ -43,16 +45,19 @@ pub(super) fn answer(list: u64, text: &[u8], find: impl FnOnce() -> Answer) -> A
     if text.len() > MAX_TEXT {
         return find();
     }
-    let hash = foldhash::fast::FixedState::with_seed(0).hash_one((list, text));
-    let index = (hash as usize) % SLOTS;
-    let kept = SLOTS_OF_THIS_THREAD.with_borrow(|slots| {
-        slots.get(index).filter(|slot| slot.list == list && slot.text == text).map(|slot| slot.answer)
+    let (index, kept) = SLOTS_OF_THIS_THREAD.with(|(hasher, slots)| {
+        let index = (hasher.hash_one((list, text)) as usize) % SLOTS;
+        let slots = slots.borrow();
+        let kept =
+            slots.get(index).filter(|slot| slot.list == list && slot.text == text).map(|slot| slot.answer);
+        (index, kept)
     });
     if let Some(answer) = kept {
         return answer;
     }
     let answer = find();
-    SLOTS_OF_THIS_THREAD.with_borrow_mut(|slots| {
+    SLOTS_OF_THIS_THREAD.with(|(_, slots)| {
+        let mut slots = slots.borrow_mut();
         if slots.is_empty() {
             slots.resize_with(SLOTS, || Slot { list: 0, text: Vec::new(), answer: None });
         }

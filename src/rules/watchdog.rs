@@ -11,9 +11,10 @@
 //! interpreter stops a script on Ctrl-C.
 //!
 //! CPU time, not wall time, so that an overloaded machine, which hands a thread its CPU more
-//! slowly, never stops a rule that did nothing wrong. The watchdog takes its first reading of an
-//! evaluation at its first look, so it may grant up to one look's interval (a quarter of the
-//! limit) more. One long call into C (`table.sort` of a huge table) is not interrupted until it
+//! slowly, never stops a rule that did nothing wrong. The watchdog reads an evaluation's CPU
+//! clock first at its second look (at the first, nearly every evaluation is about to end, and
+//! reading a running thread's clock can get it preempted), so it may grant up to two looks'
+//! intervals (half the limit, or 2 ms) more. One long call into C (`table.sort` of a huge table) is not interrupted until it
 //! returns to the VM; the rule pool's deadline is the backstop for that (see `pool.rs`).
 //!
 //! The stop hook raises an error, and Lua runs a message handler for an error raised in a hook
@@ -35,6 +36,8 @@ use mlua::ffi;
 /// The error a stopped evaluation raises.
 pub(super) const TIME_LIMIT_EXCEEDED: &CStr = c"time limit exceeded";
 
+/// `Slot::cpu_baseline` before the watchdog has read the evaluation's CPU clock.
+const UNREAD: u64 = u64::MAX;
 /// After this many ticks without an evaluation the watchdog sleeps until the next one starts.
 const QUIET_TICKS: u32 = 200;
 const MIN_TICK: Duration = Duration::from_millis(1);
@@ -171,17 +174,26 @@ impl Watchdog {
                 continue;
             }
             busy = true;
+            // First sight of an evaluation: only noted. Nearly all are over by the next look,
+            // and reading the CPU clock of a thread that is running makes the kernel bring its
+            // accounting up to date, which can preempt it: a thread serving HTTP (the inline
+            // lane) then waits out another thread's time slice, a millisecond or more.
+            if slot.baseline_of.swap(started, Ordering::Relaxed) != started {
+                slot.cpu_baseline.store(UNREAD, Ordering::Relaxed);
+                continue;
+            }
+            let baseline = slot.cpu_baseline.load(Ordering::Relaxed);
             // Wall time bounds CPU time: no need to read the clock of a young evaluation.
-            if now.saturating_sub(started) <= limit && slot.baseline_of.load(Ordering::Relaxed) == started {
+            if baseline != UNREAD && now.saturating_sub(started) <= limit {
                 continue;
             }
             let Some(cpu) = slot.cpu_clock.read() else { continue };
             let cpu = u64::try_from(cpu.as_nanos()).unwrap_or(u64::MAX);
-            if slot.baseline_of.swap(started, Ordering::Relaxed) != started {
+            if baseline == UNREAD {
                 slot.cpu_baseline.store(cpu, Ordering::Relaxed);
                 continue;
             }
-            let used = cpu.saturating_sub(slot.cpu_baseline.load(Ordering::Relaxed));
+            let used = cpu.saturating_sub(baseline);
             // Signal again while the hook is not in: a signal that found nothing to stop is
             // not lost.
             if used > limit && !slot.hooked.load(Ordering::SeqCst) {
