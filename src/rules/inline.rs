@@ -40,7 +40,8 @@ pub(super) const TIME: Duration = Duration::from_millis(2);
 /// Bytes an evaluation may allocate on a thread that serves HTTP, above twice the loaded
 /// script's.
 pub(super) const HEADROOM: usize = 1 << 20;
-/// CPU time loading the script may take on a thread that serves HTTP.
+/// CPU time loading the script may take on a thread that serves HTTP (the default rules take
+/// about 0.5 ms on the benchmark machine).
 pub(super) const SETUP: Duration = Duration::from_millis(10);
 /// How long the lane stays shut after an escalation.
 pub(super) const PAUSE: Duration = Duration::from_secs(1);
