@@ -7,6 +7,9 @@ started_pids=()
 cleanup_dirs=()
 trap 'kill "${started_pids[@]}" 2>/dev/null || true; rm -rf "${cleanup_dirs[@]}"' EXIT
 
+# CPU time process PID has used so far (utime + stime), in clock ticks (getconf CLK_TCK).
+cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
+
 # Waits until URL answers; fails with a message if it never does.
 wait_until_up() {
   for _ in $(seq 100); do curl -fs "$1" -o /dev/null && return 0; sleep 0.1; done

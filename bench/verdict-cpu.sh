@@ -20,13 +20,12 @@ start() { # BINARY PORT -> pid
   started_pids+=($!)
   wait_until_up "http://127.0.0.1:$2/health"
 }
-ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
 measure() { # PID PORT -> "µs-per-request requests/s"
   local pid=$1 port=$2 hz before_ticks after_ticks out requests
   hz=$(getconf CLK_TCK)
-  before_ticks=$(ticks "$pid")
+  before_ticks=$(cpu_ticks "$pid")
   out=$(wrk -t1 -c32 -d"${seconds}s" -s bench/verdict.lua "http://127.0.0.1:$port")
-  after_ticks=$(ticks "$pid")
+  after_ticks=$(cpu_ticks "$pid")
   requests=$(awk '/requests in/ {print $1}' <<<"$out")
   awk -v t=$((after_ticks - before_ticks)) -v hz="$hz" -v n="$requests" -v s="$seconds" \
     'BEGIN {printf "%.1f %.0f\n", t / hz / n * 1e6, n / s}'

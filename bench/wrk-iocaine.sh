@@ -60,15 +60,14 @@ EOF
 fi
 
 hz=$(getconf CLK_TCK)
-ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
 results=$(mktemp)
 cleanup_dirs+=("$results")
 for round in $(seq "$rounds"); do
   for server in "${servers[@]}"; do
     IFS=: read -r name pid port <<<"$server"
-    before=$(ticks "$pid")
+    before=$(cpu_ticks "$pid")
     out=$(wrk -t2 -c50 -d"${seconds}s" -s bench/verdict.lua "http://127.0.0.1:$port")
-    after=$(ticks "$pid")
+    after=$(cpu_ticks "$pid")
     requests=$(awk '/requests in/ {print $1}' <<<"$out")
     line=$(awk -v t=$((after - before)) -v hz="$hz" -v n="$requests" -v s="$seconds" \
       'BEGIN {printf "%.0f %.2f", n / s, t / hz / n * 1e6}')

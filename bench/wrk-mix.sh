@@ -13,12 +13,11 @@ source bench/serve.sh
 start_servers 18490 18491 18499
 pid=${started_pids[0]}
 ticks=$(getconf CLK_TCK)
-cpu() { awk '{print $14 + $15}' "/proc/$pid/stat"; }
 trapped() { curl -s http://127.0.0.1:18490/metrics | awk '/^quagmire_verdicts_total\{verdict="trap"/ {s += $2} END {print s + 0}'; }
 for round in 1 2 3; do
-  before_cpu=$(cpu); before_trapped=$(trapped)
+  before_cpu=$(cpu_ticks "$pid"); before_trapped=$(trapped)
   out=$(wrk -t1 -c"$connections" -d"${seconds}s" --latency -s bench/mix.lua http://127.0.0.1:18490)
-  after_cpu=$(cpu); after_trapped=$(trapped)
+  after_cpu=$(cpu_ticks "$pid"); after_trapped=$(trapped)
   requests=$(echo "$out" | awk '/requests in/ {print $1}')
   rate=$(echo "$out" | awk '/Requests\/sec/ {print $2}')
   p50=$(echo "$out" | awk '/^ +50%/ {print $2}'); p99=$(echo "$out" | awk '/^ +99%/ {print $2}')

@@ -327,8 +327,7 @@ impl Rules {
     }
 
     fn judge_inline(&self, facts: &Facts) -> Option<Decision> {
-        let owner = Arc::as_ptr(&self.current) as usize;
-        self.inline.evaluate(owner, &self.current.load(), facts)
+        self.inline.evaluate(self.owner(), &self.current.load(), facts)
     }
 
     /// [`Rules::judge`] for callers outside the async runtime (tools, tests, benchmarks):
@@ -349,27 +348,15 @@ impl Rules {
     /// and memory limits apply as on a worker; the worker pool's backstop for a call into C that
     /// runs long does not: the caller waits for it, as nobody else is.
     pub fn evaluate_here(&self, facts: &Facts) -> Decision {
-        thread_local! {
-            /// Per ruleset (told apart by the address of its `current`), this thread's state.
-            static EVALUATORS: std::cell::RefCell<Vec<(usize, lua::Evaluator)>> =
-                const { std::cell::RefCell::new(Vec::new()) };
-        }
-        let compiled = self.current();
-        let id = Arc::as_ptr(&self.current) as usize;
-        EVALUATORS.with_borrow_mut(|evaluators| {
-            let index = match evaluators.iter().position(|(owner, _)| *owner == id) {
-                Some(index) => index,
-                None => {
-                    // Rulesets of a tool that are gone leave their states here: keep a few.
-                    if evaluators.len() >= 4 {
-                        evaluators.remove(0);
-                    }
-                    evaluators.push((id, lua::Evaluator::new()));
-                    evaluators.len() - 1
-                }
-            };
-            evaluators[index].1.evaluate(&compiled, facts, false).0
+        let compiled = self.current.load();
+        lua::on_this_thread(self.owner(), lua::Lane::Full, |kept| {
+            kept.evaluator.evaluate(&compiled, facts, false).0
         })
+    }
+
+    /// Tells this `Rules`' states kept on a thread from another's (tools and tests build several).
+    fn owner(&self) -> usize {
+        Arc::as_ptr(&self.current) as usize
     }
 
     /// Runs the rules on `facts` on a worker and records what each rule did, waiting

@@ -92,5 +92,5 @@ fn main() {
         best = best.min(started.elapsed());
     }
     println!("{:.2} µs per evaluation", best.as_secs_f64() * 1e6 / f64::from(rounds));
-    eprintln!("{:?}", app.rules().inline_stats());
+    eprintln!("where the rules ran: {:?}", app.rules().inline_stats());
 }

@@ -5,14 +5,14 @@
 //! about as much CPU as everything else a verdict does together (bench/README.md, issue 28), and
 //! a ruleset that behaves needs a few microseconds. So the service first runs the rules here,
 //! under [`TIME`] of CPU time and [`HEADROOM`] bytes of memory above twice what the loaded
-//! script holds (the collector lets a heap reach twice its live size). An evaluation that runs over either, or panics, is *escalated*: its answer is
-//! discarded and the same facts go to a rule worker under the ruleset's own limits, which is
-//! where every rule ran before. Rules cannot tell the difference: each evaluation starts from
+//! script holds (the collector lets a heap reach twice its live size). An evaluation that runs
+//! over either, or panics, is *escalated*: its answer is discarded and the same facts go to a
+//! rule worker under the ruleset's own limits, which is where every rule ran before. Rules cannot tell the difference: each evaluation starts from
 //! the same sealed state and forgets what it wrote.
 //!
 //! What a misbehaving rule can cost a thread that serves HTTP, and why it stays below the time
 //! limit:
-//! - Lua code: [`TIME`], stopped by the watchdog (which may grant a look's interval more);
+//! - Lua code: [`TIME`], stopped by the watchdog (which may grant two looks' intervals more);
 //! - one call into C, which no time limit interrupts: bounded by what it is given, and a rule
 //!   can give it at most twice what the script held at load plus [`HEADROOM`] (Lua patterns that
 //!   backtrack are refused, so C work is linear in its input, or n log n for `table.sort`);
@@ -22,14 +22,12 @@
 //! After an escalation the lane stays shut for [`PAUSE`], so a ruleset that keeps running over
 //! the inline limits pays them about once a second rather than on every request.
 
-use std::cell::RefCell;
 use std::panic::AssertUnwindSafe;
 use std::sync::LazyLock;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use super::lua::{Evaluator, Lane};
-use super::report::ErrorLog;
+use super::lua::{self, Evaluator, Lane};
 use super::{Compiled, Decision};
 use crate::facts::Facts;
 use crate::vocabulary::FailureKind;
@@ -46,9 +44,6 @@ pub(super) const SETUP: Duration = Duration::from_millis(10);
 /// How long the lane stays shut after an escalation.
 pub(super) const PAUSE: Duration = Duration::from_secs(1);
 
-/// States a thread keeps, one per ruleset (tools and tests build several `Rules`).
-const STATES_PER_THREAD: usize = 4;
-
 static EPOCH: LazyLock<Instant> = LazyLock::new(Instant::now);
 
 /// The lane's switch and counts, one per `Rules`.
@@ -63,7 +58,7 @@ pub(super) struct InlineLane {
     passed: AtomicU64,
 }
 
-/// How many evaluations the inline lane answered and escalated, for metrics.
+/// How many verdicts the inline lane answered, escalated and passed to the workers, for metrics.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct InlineStats {
     /// Answered on the thread that served the verdict.
@@ -73,19 +68,6 @@ pub struct InlineStats {
     /// Sent straight to a rule worker: the lane was shut after an escalation, or the script
     /// takes too long to load to be built on a thread that serves HTTP.
     pub passed: u64,
-}
-
-/// This thread's states, by the ruleset's owner (the `Rules`' address), each with the generation
-/// that could not be built here, if any, and its error log.
-struct Kept {
-    owner: usize,
-    evaluator: Evaluator,
-    refused: u64,
-    errors: ErrorLog,
-}
-
-thread_local! {
-    static KEPT: RefCell<Vec<Kept>> = const { RefCell::new(Vec::new()) };
 }
 
 impl InlineLane {
@@ -118,23 +100,7 @@ impl InlineLane {
             }
             self.shut_until.store(0, Ordering::Relaxed);
         }
-        let outcome = KEPT.with_borrow_mut(|kept| {
-            let index = match kept.iter().position(|state| state.owner == owner) {
-                Some(index) => index,
-                None => {
-                    if kept.len() >= STATES_PER_THREAD {
-                        kept.remove(0);
-                    }
-                    kept.push(Kept {
-                        owner,
-                        evaluator: Evaluator::in_lane(Lane::Inline),
-                        refused: 0,
-                        errors: ErrorLog::new(),
-                    });
-                    kept.len() - 1
-                }
-            };
-            let state = &mut kept[index];
+        let outcome = lua::on_this_thread(owner, Lane::Inline, |state| {
             if state.refused == compiled.generation {
                 return Outcome::NotBuilt;
             }

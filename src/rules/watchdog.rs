@@ -14,8 +14,9 @@
 //! slowly, never stops a rule that did nothing wrong. The watchdog reads an evaluation's CPU
 //! clock first at its second look (at the first, nearly every evaluation is about to end, and
 //! reading a running thread's clock can get it preempted), so it may grant up to two looks'
-//! intervals (half the limit, or 2 ms) more. One long call into C (`table.sort` of a huge table) is not interrupted until it
-//! returns to the VM; the rule pool's deadline is the backstop for that (see `pool.rs`).
+//! intervals more (a look every quarter of the limit, at least every millisecond). One long call
+//! into C (`table.sort` of a huge table) is not interrupted until it returns to the VM; the rule
+//! pool's deadline is the backstop for that (see `pool.rs`).
 //!
 //! The stop hook raises an error, and Lua runs a message handler for an error raised in a hook
 //! with hooks off: so no message handler may exist. The sandbox has no `xpcall` (the one way for
