@@ -66,7 +66,17 @@ end
 
 -- Fields the default rules rarely read are cut from the text on first use, then kept until the
 -- next request clears them.
-local ends, present, has_pass = {}, 0, false
+local ends, shown = {}, 0
+-- The fields a request may lack, by their bit in `shown` (lua.rs, `shown`): a read of one the
+-- request lacks is answered nil at once (a nil is never kept in `request`, so each read of it
+-- comes back here).
+local OPTIONAL = {
+  claimed_crawler = 1, verified_crawler = 1, signed_agent = 2, robots_group = 4, crowdsec = 8,
+  pass = 16, asn_org = 32, country = 64, crawler_check = 128,
+}
+-- The robots.txt and signature checks, by their numbers in `shown`.
+local ROBOTS = { [0] = "none", "allowed", "disallowed" }
+local SIGNATURES = { [0] = "unsigned", "verified", "invalid", "pending" }
 -- Why a pass is burned, by lua.rs's `burn_code`.
 local BURNS = { "trap_hits", "networks", "pages" }
 local function cut(from, to) return sub(blob, ends[from] + 1, ends[to]) end
@@ -80,20 +90,17 @@ local lazy = {
   end,
   ip = function() return cut(6, 7) end,
   key = function() return cut(7, 8) end,
-  asn_org = function() if (present & 4) ~= 0 then return cut(8, 9) end end,
-  country = function() if (present & 8) ~= 0 then return cut(9, 10) end end,
-  claimed_crawler = function() if ends[11] > ends[10] then return cut(10, 11) end end,
-  crawler_check = function() if ends[12] > ends[11] then return cut(11, 12) end end,
+  asn_org = function() return cut(8, 9) end,
+  country = function() return cut(9, 10) end,
+  claimed_crawler = function() return cut(10, 11) end,
+  crawler_check = function() return cut(11, 12) end,
   verified_crawler = function()
     local check = request.crawler_check
     if check == "ranges" or check == "reverse-dns" then return request.claimed_crawler end
   end,
-  signed_agent = function() if ends[13] > ends[12] then return cut(12, 13) end end,
-  signature_check = function() return cut(13, 14) end,
-  robots = function() return cut(14, 15) end,
-  robots_group = function() if ends[16] > ends[15] then return cut(15, 16) end end,
+  signed_agent = function() return cut(12, 13) end,
+  robots_group = function() return cut(15, 16) end,
   crowdsec = function()
-    if ends[17] == ends[16] then return nil end
     local text = cut(16, 17)
     local first = find(text, "\31", 1, true)
     local second = find(text, "\31", first + 1, true)
@@ -101,7 +108,6 @@ local lazy = {
              origin = sub(text, second + 1) }
   end,
   pass = function()
-    if not has_pass then return nil end
     local text = cut(17, 18)
     local fields, at = {}, 0
     for i = 1, 7 do
@@ -119,6 +125,8 @@ local lazy = {
 }
 setmetatable(request, {
   __index = function(_, name)
+    local bit = OPTIONAL[name]
+    if bit ~= nil and (shown & bit) == 0 then return nil end
     local field = lazy[name]
     if field == nil then return nil end
     local value = field()
@@ -130,24 +138,23 @@ setmetatable(request, {
 local function evaluate(tracing, text, proto, path, user_agent, method_end, proto_end, host_end,
                         path_end, uri_end, agent_end, ip_end, key_end, org_end, country_end,
                         crawler_end, check_end, signed_end, signature_end, robots_end, group_end,
-                        crowdsec_end, pass_end, trap_hits, trap_score, request_rate, packed)
+                        crowdsec_end, pass_end, trap_hits, trap_score, request_rate, packed, optional)
   blob, headers_from = text, pass_end + 1
   ends[0], ends[1], ends[2], ends[3], ends[4], ends[5] = 0, method_end, proto_end, host_end, path_end, uri_end
   ends[6], ends[7], ends[8], ends[9], ends[10] = agent_end, ip_end, key_end, org_end, country_end
   ends[11], ends[12], ends[13], ends[14] = crawler_end, check_end, signed_end, signature_end
   ends[15], ends[16], ends[17], ends[18] = robots_end, group_end, crowdsec_end, pass_end
-  present = packed
+  shown = optional
   request.method, request.host, request.uri, request.query = nil, nil, nil, nil
   request.ip, request.key, request.asn_org, request.country = nil, nil, nil, nil
   request.claimed_crawler, request.crawler_check, request.verified_crawler = nil, nil, nil
-  request.signed_agent, request.signature_check = nil, nil
-  request.robots, request.robots_group, request.crowdsec = nil, nil, nil
+  request.signed_agent, request.robots_group, request.crowdsec = nil, nil, nil
   request.pass = nil
+  request.robots, request.signature_check = ROBOTS[(optional >> 8) & 3], SIGNATURES[(optional >> 10) & 3]
   partial = (packed & 32) ~= 0
   request.proto, request.path = proto, path
   if (packed & 64) == 0 then request.user_agent = user_agent else request.user_agent = nil end
   request.asn = (packed & 16) ~= 0 and (packed >> 7) & 0xffffffff or nil
-  has_pass = (packed >> 39) & 1 ~= 0
   request.challenges = (packed >> 40) & 0xffff
   request.pass_burned = BURNS[(packed >> 56) & 3]
   request.trap_hits, request.trap_score, request.request_rate = trap_hits, trap_score, request_rate

@@ -45,6 +45,9 @@ pub(super) struct Request<'a> {
     pub(super) request_rate: f64,
     /// Flags and the ASN (see `lua::run`).
     pub(super) packed: i64,
+    /// Which optional fields the request has, and its robots.txt and signature checks (see
+    /// `lua::shown`).
+    pub(super) shown: i64,
 }
 
 /// Why a call into the driver failed: the error's text, and whether Lua ran out of memory (a
@@ -73,7 +76,7 @@ pub(super) struct Driver {
 }
 
 /// Arguments of `evaluate`.
-const ARGUMENTS: c_int = 27;
+const ARGUMENTS: c_int = 28;
 
 /// Stack slots the call needs: the C function and its argument, then the driver and its
 /// arguments.
@@ -207,6 +210,7 @@ unsafe extern "C-unwind" fn push_and_call(state: *mut ffi::lua_State) -> c_int {
         ffi::lua_pushnumber(state, request.trap_score);
         ffi::lua_pushnumber(state, request.request_rate);
         ffi::lua_pushinteger(state, request.packed);
+        ffi::lua_pushinteger(state, request.shown);
         ffi::lua_call(state, ARGUMENTS, 3);
     }
     3

@@ -22,7 +22,7 @@ use super::report::ErrorLog;
 use super::watchdog::Registration;
 use super::{Compiled, Decision, FailMode, Limits, RuleFailure, RuleOutcome, RulesError, Verdict};
 use super::{helpers, inline, patterns, seal};
-use crate::claims::SignatureCheck;
+use crate::claims::{RobotsCheck, SignatureCheck};
 use crate::facts::{Coverage, Facts};
 use crate::numbers::Decimal;
 use crate::vocabulary::FailureKind;
@@ -203,20 +203,18 @@ fn run(
         // Held to the end: the failure path runs Lua too.
         let running = state.watch.start(state.limits.time);
         let ends = fill_blob(blob, facts);
-        // Flags, the ASN (bits 7 to 38), whether a pass came (39), the unanswered challenges
-        // (40 to 55) and why the pass is burned (56, 57) in one argument.
+        // Flags, the ASN (bits 7 to 38), the unanswered challenges (40 to 55) and why the pass
+        // is burned (56, 57) in one argument.
         let partial = facts.coverage != Coverage::All;
         let packed = i64::from(facts.history.rate_limited)
             | i64::from(facts.is_trap_url) << 1
-            | i64::from(facts.geo.asn_org.is_some()) << 2
-            | i64::from(facts.geo.country.is_some()) << 3
             | i64::from(partial) << 5
             | i64::from(!facts.coverage.carries("user-agent")) << 6
             | facts.geo.asn.map_or(0, |asn| 1 << 4 | i64::from(asn) << 7)
-            | i64::from(facts.pass.is_some()) << 39
             | i64::from(facts.challenges.min(0xffff)) << 40
             | burn_code(facts) << 56;
         let request = driver::Request {
+            shown: shown(facts),
             tracing: trace.is_some(),
             text: blob.as_str(),
             ends,
@@ -295,6 +293,36 @@ fn decided(state: &ThreadRules, DriverOutcome { index, code, reason }: DriverOut
     Decision { verdict, rule, reason: reason.unwrap_or_default(), failures: Vec::new(), unjudged: Vec::new() }
 }
 
+/// Which of the fields a rule may find nil the request has, and the two checks every request
+/// has, as numbers (see the driver's `OPTIONAL`, `ROBOTS` and `SIGNATURES`). A rule that reads
+/// a field the request lacks is answered nil without a look at the text, and the checks are
+/// strings Lua already holds.
+fn shown(facts: &Facts) -> i64 {
+    let robots = match facts.robots.check {
+        RobotsCheck::None => 0,
+        RobotsCheck::Allowed => 1,
+        RobotsCheck::Disallowed => 2,
+    };
+    let signature = match facts.signature.as_ref().map(|signature| signature.check) {
+        None => 0,
+        Some(SignatureCheck::Verified) => 1,
+        Some(SignatureCheck::Invalid) => 2,
+        Some(SignatureCheck::Pending) => 3,
+    };
+    let signed =
+        facts.signature.as_ref().is_some_and(|s| s.check == SignatureCheck::Verified && !s.agent.is_empty());
+    i64::from(facts.crawler.as_ref().is_some_and(|claim| !claim.crawler.is_empty()))
+        | i64::from(signed) << 1
+        | i64::from(facts.robots.group.as_ref().is_some_and(|group| !group.is_empty())) << 2
+        | i64::from(facts.crowdsec.is_some()) << 3
+        | i64::from(facts.pass.is_some()) << 4
+        | i64::from(facts.geo.asn_org.is_some()) << 5
+        | i64::from(facts.geo.country.is_some()) << 6
+        | i64::from(facts.crawler.is_some()) << 7
+        | robots << 8
+        | signature << 10
+}
+
 /// Why the request's pass is burned, as the driver's `BURNS` numbers it: 0 for no pass or a good
 /// one. Passed as a number so that a rule can ask without the pass's table being built.
 fn burn_code(facts: &Facts) -> i64 {
@@ -344,21 +372,12 @@ fn fill_blob(blob: &mut String, facts: &Facts) -> [usize; 18] {
         ends[10] = blob.len();
     }
     ends[11] = blob.len();
-    match &facts.signature {
-        Some(signature) => {
-            if signature.check == SignatureCheck::Verified {
-                blob.push_str(&signature.agent);
-            }
-            ends[12] = blob.len();
-            blob.push_str(signature.check.as_str());
-        }
-        None => {
-            ends[12] = blob.len();
-            blob.push_str("unsigned");
-        }
+    if let Some(signature) = facts.signature.as_ref().filter(|s| s.check == SignatureCheck::Verified) {
+        blob.push_str(&signature.agent);
     }
+    // The signature's and robots.txt's checks come as numbers (see `shown`): empty here.
+    ends[12] = blob.len();
     ends[13] = blob.len();
-    blob.push_str(facts.robots.check.as_str());
     ends[14] = blob.len();
     blob.push_str(facts.robots.group.as_deref().unwrap_or_default());
     ends[15] = blob.len();
