@@ -35,6 +35,7 @@ use sha2::{Digest, Sha256};
 
 use crate::claims::Earned;
 use crate::client::ClientKey;
+use crate::client_state::KeyHasher;
 
 /// How long a challenge may be answered after it is issued.
 pub(crate) const CHALLENGE_LIFETIME: Duration = Duration::from_secs(10 * 60);
@@ -265,7 +266,7 @@ pub struct Challenger {
     /// Per pass: the networks it was used from and its page pace.
     passes: Cache<u128, Arc<Mutex<PassRecord>>>,
     /// Per client: challenges issued since its last answer.
-    unanswered: Cache<ClientKey, Arc<AtomicU32>>,
+    unanswered: Cache<ClientKey, Arc<AtomicU32>, KeyHasher>,
     /// Two of the deployment's hidden trap links, for the page.
     links: [String; 2],
 }
@@ -295,7 +296,7 @@ impl Challenger {
             unanswered: Cache::builder()
                 .max_capacity(CHALLENGED_CLIENTS)
                 .time_to_idle(UNANSWERED_MEMORY)
-                .build(),
+                .build_with_hasher(KeyHasher::default()),
             config,
         }
     }

@@ -77,11 +77,16 @@ pub(crate) struct ClientSnapshot {
     pub asn_org: Option<String>,
 }
 
+/// How the caches keyed by client hash their keys: foldhash, seeded afresh in each process,
+/// rather than SipHash, which was most of the cost of the two or three lookups a verdict makes.
+/// A client chooses its address, but not knowing the seed it cannot aim keys at one bucket.
+pub(crate) type KeyHasher = foldhash::fast::RandomState;
+
 /// All client records.
 pub(crate) struct ClientStates {
-    cache: Cache<ClientKey, Arc<Record>>,
+    cache: Cache<ClientKey, Arc<Record>, KeyHasher>,
     /// The records with trap hits (the same `Arc`s as in `cache`), bounded by [`TRAPPED_CAPACITY`].
-    trapped: Cache<ClientKey, Arc<Record>>,
+    trapped: Cache<ClientKey, Arc<Record>, KeyHasher>,
     config: ClientStateConfig,
     quota: Quota,
     store: Option<Arc<Store>>,
@@ -159,11 +164,11 @@ impl ClientStates {
                     on_evict();
                 }
             })
-            .build();
+            .build_with_hasher(KeyHasher::default());
         let trapped = Cache::builder()
             .max_capacity(TRAPPED_CAPACITY.min(config.capacity))
             .time_to_idle(config.idle_timeout)
-            .build();
+            .build_with_hasher(KeyHasher::default());
         let quota = Quota::new(config.requests_per_minute, config.request_burst);
         ClientStates { cache, trapped, config, quota, store: None }
     }

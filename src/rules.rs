@@ -172,7 +172,8 @@ pub struct Compiled {
     generation: u64,
     name: String,
     source: String,
-    lists: HashMap<String, Arc<List>>,
+    /// foldhash: the names are the operator's, and the verdict path looks two up per request.
+    lists: HashMap<String, Arc<List>, foldhash::fast::RandomState>,
     /// Each list's file name and where it came from, by file name.
     origins: Vec<(String, ListOrigin)>,
     rule_names: Vec<String>,
@@ -406,7 +407,7 @@ fn compile(config: &RulesConfig, generation: u64) -> Result<Compiled, RulesError
         Some(path) => (path.display().to_string(), read(path)?),
         None => (DEFAULT_SCRIPT.0.to_string(), DEFAULT_SCRIPT.1.to_string()),
     };
-    let mut lists = HashMap::new();
+    let mut lists = HashMap::default();
     let mut origins = Vec::new();
     match &config.lists {
         Some(folder) => {

@@ -258,7 +258,7 @@ impl Store {
 
     /// Connects (lazily: a store that is down at start is retried, never waited for) and runs
     /// the syncer until the task is dropped.
-    pub(crate) async fn run(self: Arc<Self>, records: Cache<ClientKey, Arc<Record>>) {
+    pub(crate) async fn run(self: Arc<Self>, records: Cache<ClientKey, Arc<Record>, super::KeyHasher>) {
         match self.connect() {
             Ok(connection) => {
                 let _ = self.connection.set(connection);
