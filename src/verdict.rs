@@ -44,7 +44,7 @@ pub struct ForwardedRequest {
     /// The client's headers (names lowercase), including the forwarding headers.
     pub headers: Headers,
     /// When the request was made: `None` is now. A replayed log line's time, so that decay and
-    /// request rates follow the log, not the wall clock.
+    /// request rates follow the log, not the wall clock; for a live verdict, when it started.
     pub at: Option<Instant>,
     /// Which headers the request's source carried (all, for a live request).
     pub coverage: Coverage,

@@ -37,8 +37,12 @@ pub(crate) async fn verdict(
     // The whole request rather than a `HeaderMap` extractor, which would clone the headers.
     request: Request,
 ) -> Response {
-    let request = forwarded_request(peer.ip(), request.method(), request.headers());
     let started = Instant::now();
+    // The request's time is when the verdict started: one clock read for both.
+    let request = ForwardedRequest {
+        at: Some(started),
+        ..forwarded_request(peer.ip(), request.method(), request.headers())
+    };
     let judgement = decide(&app, request, How::LIVE).await;
     let elapsed = started.elapsed();
     let decision = &judgement.decision;
