@@ -177,7 +177,11 @@ async fn sigterm_lets_verdicts_in_flight_finish() {
             })
         })
         .collect();
-    tokio::time::sleep(Duration::from_millis(50)).await;
+    // In flight: every verdict has gone past the inline lane (the first escalated, the rest
+    // sent straight to the rule workers while the lane is shut), so it is being decided. A
+    // fixed wait was not enough on a busy machine, where a request not yet accepted when the
+    // signal came was refused.
+    wait_for_rule_runs(&server.verdict.to_string(), 4).await;
     let signalled = Instant::now();
     let status =
         std::process::Command::new("kill").args(["-TERM", &server.pid().to_string()]).status().unwrap();
@@ -189,6 +193,31 @@ async fn sigterm_lets_verdicts_in_flight_finish() {
     }
     let exit = server.wait_exit(Duration::from_secs(10)).expect("the server exits once they are answered");
     assert!(exit.success(), "{exit:?}");
+}
+
+/// Waits (up to 20 s) until `quagmire_rule_evaluations_total` shows `count` verdicts escalated
+/// from the inline lane or sent straight to a rule worker.
+async fn wait_for_rule_runs(verdict: &str, count: u64) {
+    let started = Instant::now();
+    loop {
+        let text = reqwest::get(format!("http://{verdict}/metrics")).await.unwrap().text().await.unwrap();
+        let runs: u64 = text
+            .lines()
+            .filter(|line| {
+                line.starts_with("quagmire_rule_evaluations_total{lane=\"escalated\"}")
+                    || line.starts_with("quagmire_rule_evaluations_total{lane=\"worker\"}")
+            })
+            .filter_map(|line| line.rsplit(' ').next()?.parse::<u64>().ok())
+            .sum();
+        if runs >= count {
+            return;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(20),
+            "only {runs} of {count} verdicts reached the rule workers"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
 }
 
 #[tokio::test]
