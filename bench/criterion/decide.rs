@@ -11,6 +11,10 @@ use quagmire::{ChallengeConfig, Challenger, Earned, PassCheck, meets_difficulty}
 use quagmire::{ForwardedRequest, How, RunRules, Verify, decide_blocking};
 use std::time::SystemTime;
 
+/// The service's allocator (see `src/main.rs`), so that these figures are the service's.
+#[global_allocator]
+static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+
 /// Rules as the service runs them: on this thread within the inline lane's limits (else on a
 /// worker); nothing waited for.
 const SERVICE: How = How { rules: RunRules::Inline, verify: Verify::AsCached, trace: false };
