@@ -34,8 +34,7 @@ use rand::RngExt;
 use sha2::{Digest, Sha256};
 
 use crate::claims::Earned;
-use crate::client::ClientKey;
-use crate::client_state::KeyHasher;
+use crate::client::{ClientKey, KeyHasher};
 
 /// How long a challenge may be answered after it is issued.
 pub(crate) const CHALLENGE_LIFETIME: Duration = Duration::from_secs(10 * 60);

@@ -102,6 +102,11 @@ impl ClientIdentity {
     }
 }
 
+/// How maps keyed by [`ClientKey`] hash their keys: foldhash, seeded afresh in each process,
+/// rather than SipHash, which was most of the cost of the two or three lookups a verdict makes.
+/// A client chooses its address, but not knowing the seed it cannot aim keys at one bucket.
+pub(crate) type KeyHasher = foldhash::fast::RandomState;
+
 /// The identity behaviour is tracked under: an address masked to a prefix, or a challenge pass
 /// (which follows its holder across addresses). Ordered by family (IPv4 first, passes last), then
 /// address, then prefix.

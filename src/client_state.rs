@@ -20,7 +20,7 @@ use std::time::{Duration, Instant, SystemTime};
 
 use moka::sync::Cache;
 
-use crate::client::ClientKey;
+use crate::client::{ClientKey, KeyHasher};
 use crate::geo::GeoInfo;
 use near_cache::SharedView;
 #[cfg(test)]
@@ -76,11 +76,6 @@ pub(crate) struct ClientSnapshot {
     /// Its AS organisation, if known.
     pub asn_org: Option<String>,
 }
-
-/// How the caches keyed by client hash their keys: foldhash, seeded afresh in each process,
-/// rather than SipHash, which was most of the cost of the two or three lookups a verdict makes.
-/// A client chooses its address, but not knowing the seed it cannot aim keys at one bucket.
-pub(crate) type KeyHasher = foldhash::fast::RandomState;
 
 /// All client records.
 pub(crate) struct ClientStates {

@@ -31,7 +31,7 @@ use tokio::sync::{Notify, Semaphore, mpsc};
 
 use super::near_cache::View;
 use super::{ClientSnapshot, Record, decayed};
-use crate::client::ClientKey;
+use crate::client::{ClientKey, KeyHasher};
 use crate::metrics::Metrics;
 
 /// Where the shared state lives.
@@ -258,7 +258,7 @@ impl Store {
 
     /// Connects (lazily: a store that is down at start is retried, never waited for) and runs
     /// the syncer until the task is dropped.
-    pub(crate) async fn run(self: Arc<Self>, records: Cache<ClientKey, Arc<Record>, super::KeyHasher>) {
+    pub(crate) async fn run(self: Arc<Self>, records: Cache<ClientKey, Arc<Record>, KeyHasher>) {
         match self.connect() {
             Ok(connection) => {
                 let _ = self.connection.set(connection);

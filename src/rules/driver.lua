@@ -99,16 +99,16 @@ local lazy = {
     if check == "ranges" or check == "reverse-dns" then return request.claimed_crawler end
   end,
   signed_agent = function() return cut(12, 13) end,
-  robots_group = function() return cut(15, 16) end,
+  robots_group = function() return cut(13, 14) end,
   crowdsec = function()
-    local text = cut(16, 17)
+    local text = cut(14, 15)
     local first = find(text, "\31", 1, true)
     local second = find(text, "\31", first + 1, true)
     return { type = sub(text, 1, first - 1), scenario = sub(text, first + 1, second - 1),
              origin = sub(text, second + 1) }
   end,
   pass = function()
-    local text = cut(17, 18)
+    local text = cut(15, 16)
     local fields, at = {}, 0
     for i = 1, 7 do
       local next_at = find(text, "\31", at + 1, true)
@@ -137,13 +137,13 @@ setmetatable(request, {
 
 local function evaluate(tracing, text, proto, path, user_agent, method_end, proto_end, host_end,
                         path_end, uri_end, agent_end, ip_end, key_end, org_end, country_end,
-                        crawler_end, check_end, signed_end, signature_end, robots_end, group_end,
-                        crowdsec_end, pass_end, trap_hits, trap_score, request_rate, packed, optional)
+                        crawler_end, check_end, signed_end, group_end, crowdsec_end, pass_end,
+                        trap_hits, trap_score, request_rate, packed, optional)
   blob, headers_from = text, pass_end + 1
   ends[0], ends[1], ends[2], ends[3], ends[4], ends[5] = 0, method_end, proto_end, host_end, path_end, uri_end
   ends[6], ends[7], ends[8], ends[9], ends[10] = agent_end, ip_end, key_end, org_end, country_end
-  ends[11], ends[12], ends[13], ends[14] = crawler_end, check_end, signed_end, signature_end
-  ends[15], ends[16], ends[17], ends[18] = robots_end, group_end, crowdsec_end, pass_end
+  ends[11], ends[12], ends[13], ends[14] = crawler_end, check_end, signed_end, group_end
+  ends[15], ends[16] = crowdsec_end, pass_end
   shown = optional
   request.method, request.host, request.uri, request.query = nil, nil, nil, nil
   request.ip, request.key, request.asn_org, request.country = nil, nil, nil, nil

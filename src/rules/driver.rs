@@ -39,7 +39,7 @@ pub(super) struct Request<'a> {
     /// The request's text fields back to back, then its headers (see `lua::fill_blob`).
     pub(super) text: &'a str,
     /// The end offset of each field in `text`.
-    pub(super) ends: [usize; 18],
+    pub(super) ends: [usize; 16],
     pub(super) trap_hits: u64,
     pub(super) trap_score: f64,
     pub(super) request_rate: f64,
@@ -76,7 +76,7 @@ pub(super) struct Driver {
 }
 
 /// Arguments of `evaluate`.
-const ARGUMENTS: c_int = 28;
+const ARGUMENTS: c_int = 26;
 
 /// Stack slots the call needs: the C function and its argument, then the driver and its
 /// arguments.

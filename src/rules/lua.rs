@@ -335,12 +335,13 @@ fn burn_code(facts: &Facts) -> i64 {
 }
 
 /// Writes the request's text fields into `blob`: method, proto, host, URI, User-Agent, address,
-/// key, ASN name, country, claimed crawler and its check, signed agent (verified only) and the
-/// signature check back to back, then the headers as `\nname: value\n...`. Returns the
-/// end offset of each field (and of the path within the URI), which the driver cuts them at.
-fn fill_blob(blob: &mut String, facts: &Facts) -> [usize; 18] {
+/// key, ASN name, country, claimed crawler and its check, signed agent (verified only), the
+/// robots.txt group, the CrowdSec decision and the pass back to back, then the headers as
+/// `\nname: value\n...`. Returns the end offset of each field (and of the path within the URI),
+/// which the driver cuts them at. The robots.txt and signature checks come as numbers (`shown`).
+fn fill_blob(blob: &mut String, facts: &Facts) -> [usize; 16] {
     blob.clear();
-    let mut ends = [0; 18];
+    let mut ends = [0; 16];
     for (end, field) in ends.iter_mut().zip([&facts.method, &facts.proto, &facts.host]) {
         blob.push_str(field);
         *end = blob.len();
@@ -375,12 +376,9 @@ fn fill_blob(blob: &mut String, facts: &Facts) -> [usize; 18] {
     if let Some(signature) = facts.signature.as_ref().filter(|s| s.check == SignatureCheck::Verified) {
         blob.push_str(&signature.agent);
     }
-    // The signature's and robots.txt's checks come as numbers (see `shown`): empty here.
     ends[12] = blob.len();
-    ends[13] = blob.len();
-    ends[14] = blob.len();
     blob.push_str(facts.robots.group.as_deref().unwrap_or_default());
-    ends[15] = blob.len();
+    ends[13] = blob.len();
     // Type, scenario and origin, each without control characters (the puller cleans them), so a
     // unit separator between them is unambiguous.
     if let Some(decision) = &facts.crowdsec {
@@ -390,7 +388,7 @@ fn fill_blob(blob: &mut String, facts: &Facts) -> [usize; 18] {
         blob.push('\u{1f}');
         blob.push_str(&decision.origin);
     }
-    ends[16] = blob.len();
+    ends[14] = blob.len();
     // The pass's fields, separated by unit separators: numbers, a hex id and fixed words, none
     // with a separator inside.
     if let Some(pass) = &facts.pass {
@@ -408,7 +406,7 @@ fn fill_blob(blob: &mut String, facts: &Facts) -> [usize; 18] {
             pass.burned.unwrap_or(""),
         );
     }
-    ends[17] = blob.len();
+    ends[15] = blob.len();
     blob.push('\n');
     // Already `name: value\n` each, names lowercase, no newline or NUL inside a value.
     blob.push_str(facts.headers.as_text());
