@@ -481,9 +481,11 @@ async fn a_verdict_whose_caller_went_away_is_not_evaluated() {
         let rules = rules.clone();
         async move { rules.judge(slow).await }
     });
-    // The one worker is busy with the slow request (the inline lane gave it up); this one waits
-    // in the queue and its caller gives up, as a proxy that timed out would.
-    while rules.pool_stats().queued > 0 || busy.is_finished() {
+    // The one worker is busy with the slow request once the inline lane has given it up and the
+    // queue is empty again; this one waits in the queue and its caller gives up, as a proxy that
+    // timed out would. (Waiting a fixed time instead was too short on a busy machine.)
+    while rules.inline_stats().escalated == 0 || rules.pool_stats().queued > 0 {
+        assert!(!busy.is_finished(), "the slow request was answered before it reached the worker");
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
     tokio::time::sleep(Duration::from_millis(20)).await;
