@@ -10,6 +10,10 @@
 -- r.user_agent, r.ip, r.key (the client key: address or IPv6 /64), r.asn, r.asn_org,
 -- r.country, r.trap_hits, r.trap_score (decayed trap hits), r.request_rate, r.rate_limited,
 -- r.is_trap_url, and r:header(name) for any header, case-insensitively.
+-- r.uri and r.path are the path as the origin reads it: dot segments resolved (`/a/../b` is
+-- `/b`, `%2e%2e` too), escapes of unreserved characters decoded, `%2F` and `\` read as `/`,
+-- `;parameters` dropped and empty segments merged; r.dot_segments is true when the raw path had
+-- a `.` or `..` segment, which browsers and HTTP libraries resolve before they send.
 -- r.claimed_crawler is the known crawler the User-Agent names (lists/search-engines.txt or
 -- lists/crawler-domains.txt), or nil; r.crawler_check says how the address bears it out:
 -- "ranges" (in the published ranges), "reverse-dns" (forward-confirmed reverse DNS), "failed"
@@ -114,6 +118,18 @@ local function is_page(r)
 end
 
 return {
+  {
+    -- Browsers, HTTP libraries and crawlers resolve `/../` (and `/%2e%2e/`) before they send a
+    -- request; a raw path that still has one was written by hand to reach a page by a path the
+    -- rules below would read differently (r.path is already resolved, so none of them can be
+    -- walked around that way).
+    name = "dot-segments",
+    check = function(r)
+      if r.dot_segments then
+        return "trap", "dot segments in the raw path"
+      end
+    end,
+  },
   {
     -- robots.txt tells crawlers what not to fetch, ACME challenges renew certificates, and feeds
     -- are for feed readers (which run on servers): these are allowed for everyone, even from

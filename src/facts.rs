@@ -18,8 +18,14 @@ pub struct Facts {
     pub proto: String,
     /// The original host (`X-Forwarded-Host`, else `Host`).
     pub host: String,
-    /// The original path and query (`X-Forwarded-Uri` or `X-Original-URI`).
+    /// The original path and query (`X-Forwarded-Uri` or `X-Original-URI`), its path normalised
+    /// as the origin reads it (`request_path`): what every rule and check matches.
     pub uri: String,
+    /// The URI as the client sent it, when normalising changed it (what a signature covers).
+    pub raw_uri: Option<String>,
+    /// Whether the raw path had dot segments (`/../`, `%2e%2e`) that normalising resolved: no
+    /// browser or HTTP library sends one.
+    pub dot_segments: bool,
     /// The client's headers, names lowercased, in arrival order.
     pub headers: Headers,
     /// The client's address.
@@ -109,6 +115,11 @@ impl Facts {
     /// The first value of header `name` (any case).
     pub fn header(&self, name: &str) -> Option<&str> {
         self.headers.get(name)
+    }
+
+    /// The URI as the client sent it: [`Facts::raw_uri`], else the URI, which needed no change.
+    pub fn sent_uri(&self) -> &str {
+        self.raw_uri.as_deref().unwrap_or(&self.uri)
     }
 
     /// The path, without the query.

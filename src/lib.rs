@@ -41,6 +41,7 @@ mod outbound;
 mod prefix_map;
 mod reload;
 mod replay;
+mod request_path;
 mod robots;
 mod rules;
 mod secret;
@@ -97,6 +98,7 @@ pub use http::verdict::forwarded_request;
 pub use lists::{DEFAULT_LISTS, List};
 pub use lists_update::formats::{Format as ListSourceFormat, Kind as ListKind};
 pub use lists_update::sanity as list_sanity;
+pub use request_path::{Normalised as NormalisedPath, normalise as normalise_path};
 pub use robots::answer_text as robots_answer;
 pub use user_agent::browser_claim;
 

@@ -464,23 +464,24 @@ impl Message<'_> {
 impl SignedMessage for Message<'_> {
     fn lookup_component(&self, component: &CoveredComponent) -> Vec<String> {
         let facts = self.facts;
+        let sent = facts.sent_uri();
         let value = match component {
             CoveredComponent::HTTP(HTTPField { name, parameters }) => return self.field(name, &parameters.0),
             CoveredComponent::Derived(derived) => match derived {
                 DerivedComponent::Authority { req: false } => self.authority(),
                 DerivedComponent::Method { req: false } => facts.method.clone(),
+                // The request as the client sent and signed it, not as the rules read it.
                 DerivedComponent::Path { req: false } => {
-                    if facts.path().is_empty() {
-                        "/".into()
-                    } else {
-                        facts.path().to_string()
-                    }
+                    let path = sent.split_once('?').map_or(sent, |(path, _)| path);
+                    if path.is_empty() { "/".into() } else { path.to_string() }
                 }
-                DerivedComponent::Query { req: false } => format!("?{}", facts.query()),
+                DerivedComponent::Query { req: false } => {
+                    format!("?{}", sent.split_once('?').map_or("", |(_, query)| query))
+                }
                 DerivedComponent::Scheme { req: false } => facts.proto.clone(),
-                DerivedComponent::RequestTarget { req: false } => facts.uri.clone(),
+                DerivedComponent::RequestTarget { req: false } => sent.to_string(),
                 DerivedComponent::TargetUri { req: false } => {
-                    format!("{}://{}{}", facts.proto, self.authority(), facts.uri)
+                    format!("{}://{}{}", facts.proto, self.authority(), sent)
                 }
                 _ => return Vec::new(),
             },

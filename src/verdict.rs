@@ -215,7 +215,14 @@ async fn verify(app: &App, facts: &Facts, wait: Option<Duration>) -> Verified {
 }
 
 /// Identity, enrichment and history for `request`; a trap URL counts as a trap hit.
-fn facts(app: &App, request: ForwardedRequest) -> Facts {
+fn facts(app: &App, mut request: ForwardedRequest) -> Facts {
+    // The path as the origin will read it, for every check below and every rule.
+    let normalised = crate::request_path::normalise(&request.uri);
+    let dot_segments = normalised.dot_segments;
+    let raw_uri = match normalised.text {
+        std::borrow::Cow::Owned(uri) => Some(std::mem::replace(&mut request.uri, uri)),
+        std::borrow::Cow::Borrowed(_) => None,
+    };
     let address = app.identity.client_address(request.peer, &request.headers);
     let key = app.identity.key(address);
     let is_trap_url = app.generator.trap_urls().is_trap(&request.uri);
@@ -254,6 +261,8 @@ fn facts(app: &App, request: ForwardedRequest) -> Facts {
         proto: request.proto,
         host: request.host,
         uri: request.uri,
+        raw_uri,
+        dot_segments,
         headers: request.headers,
         address,
         key,

@@ -30,6 +30,7 @@ const LAYERS: &[(&str, &[&str])] = &[
         &[
             "vocabulary",
             "numbers",
+            "request_path",
             "prefix_map",
             "log_field",
             "bounded_file",

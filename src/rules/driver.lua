@@ -160,6 +160,7 @@ local function evaluate(tracing, text, proto, path, user_agent, method_end, prot
   request.trap_hits, request.trap_score, request.request_rate = trap_hits, trap_score, request_rate
   request.rate_limited = (packed & 1) ~= 0
   request.is_trap_url = (packed & 2) ~= 0
+  request.dot_segments = (packed & 4) ~= 0
 
   trace, current = tracing and {} or nil, 0
   reset()

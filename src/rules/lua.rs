@@ -203,11 +203,12 @@ fn run(
         // Held to the end: the failure path runs Lua too.
         let running = state.watch.start(state.limits.time);
         let ends = fill_blob(blob, facts);
-        // Flags, the ASN (bits 7 to 38), the unanswered challenges (40 to 55) and why the pass
+        // Flags (rate limited, trap URL, dot segments, partial, no User-Agent), the ASN (bits 7 to 38), the unanswered challenges (40 to 55) and why the pass
         // is burned (56, 57) in one argument.
         let partial = facts.coverage != Coverage::All;
         let packed = i64::from(facts.history.rate_limited)
             | i64::from(facts.is_trap_url) << 1
+            | i64::from(facts.dot_segments) << 2
             | i64::from(partial) << 5
             | i64::from(!facts.coverage.carries("user-agent")) << 6
             | facts.geo.asn.map_or(0, |asn| 1 << 4 | i64::from(asn) << 7)

@@ -92,11 +92,15 @@ impl Request {
 
     fn facts(&self) -> Facts {
         let address: IpAddr = self.ip.parse().unwrap();
+        // The URI as the verdict hands it to the rules.
+        let normalised = crate::request_path::normalise(self.uri);
         Facts {
             method: "GET".into(),
             proto: self.proto.into(),
             host: "example.org".into(),
-            uri: self.uri.into(),
+            uri: normalised.text.into_owned(),
+            raw_uri: None,
+            dot_segments: normalised.dot_segments,
             headers: self.headers.iter().copied().collect(),
             address,
             key: ClientIdentity::new(vec![], 32, 64).key(address),
@@ -1174,4 +1178,40 @@ fn feeds_asked_for_by_their_query_or_feed_php_are_not_pages() {
         ..Request::agent("Mozilla/5.0 (Windows NT; Windows NT 10.0; en-US) WindowsPowerShell/5.1.22621.2506")
     };
     check(&rules, powershell, Verdict::Allow, "");
+}
+
+#[test]
+fn no_spelling_of_a_path_walks_an_ai_crawler_past_the_allowed_paths() {
+    let rules = default_rules();
+    let gptbot = "Mozilla/5.0 AppleWebKit/537.36 (KHTML, like Gecko; compatible; GPTBot/1.2; +https://openai.com/gptbot)";
+    for uri in [
+        "/.well-known/../blog/post",
+        "/feed/../blog/post",
+        "/.well-known/%2e%2e/x",
+        "/.well-known/..%2fx",
+        "/.well-known/%2E%2E%2Fx",
+        "/robots.txt/../blog/post",
+        "/.well-known/..;/blog/post",
+    ] {
+        check(&rules, Request { uri, ..Request::agent(gptbot) }, Verdict::Trap, "dot-segments");
+    }
+    // Spellings browsers also send are read as the origin reads them, and judged by what they are.
+    for uri in ["/blog/post;.xml", "/blog%2Fpost", "//blog/post", "/%62log/post;x=1"] {
+        check(&rules, Request { uri, ..Request::agent(gptbot) }, Verdict::Trap, "ai-crawlers");
+    }
+    // What the allowed paths are for still works, however it is spelled.
+    check(
+        &rules,
+        Request { uri: "/.well-known/%61cme-challenge/t", ..Request::agent(gptbot) },
+        Verdict::Allow,
+        "always-allowed-paths",
+    );
+    check(
+        &rules,
+        Request { uri: "/blog/feed/", ..Request::agent(gptbot) },
+        Verdict::Allow,
+        "always-allowed-paths",
+    );
+    // A person's browser never sends dot segments, so nothing it does changes.
+    check(&rules, Request { uri: "/blog/post;jsessionid=1", ..Request::browser(CHROME) }, Verdict::Allow, "");
 }

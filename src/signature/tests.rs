@@ -75,6 +75,8 @@ fn facts(method: &str, host: &str, uri: &str, headers: &[(&str, &str)]) -> Facts
         proto: "https".into(),
         host: host.into(),
         uri: uri.into(),
+        raw_uri: None,
+        dot_segments: false,
         headers: headers.iter().copied().collect(),
         address,
         key: ClientIdentity::new(vec![], 32, 64).key(address),

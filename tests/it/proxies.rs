@@ -290,6 +290,24 @@ async fn check(
     let crawler = || http.get(format!("{base}/docs/page")).header("user-agent", GPTBOT);
     trapped(&http, &base, crawler().send().await.unwrap(), mode).await;
 
+    // However it spells the path, it never reaches the site: dot segments, encoded or not, walk
+    // past no rule (`curl --path-as-is`; reqwest would resolve them, so these are sent raw).
+    for target in [
+        "/.well-known/../docs/page",
+        "/feed/../docs/page",
+        "/.well-known/%2e%2e/docs/page",
+        "/.well-known/..%2fdocs/page",
+        "/robots.txt/%2E%2E/docs/page",
+        "/docs/page;.xml",
+    ] {
+        let (status, response) = raw_get(proxy.address, target, GPTBOT).await;
+        assert!(
+            !response.contains("origin GET"),
+            "GPTBot reached the site at {target} ({status}): {}",
+            &response[..response.len().min(300)]
+        );
+    }
+
     // /trap/ (the robots.txt and hidden-link snippets' target) is the trap, without a verdict.
     let response = browser(http.get(format!("{base}/trap/archive/"))).send().await.unwrap();
     assert_eq!(response.status(), 200);
@@ -304,6 +322,24 @@ async fn check(
     }
     let response = browser(http.get(format!("{base}/docs/page"))).send().await.unwrap();
     trapped(&http, &base, response, mode).await;
+}
+
+/// A GET for `target` exactly as written (no client-side normalisation), on a connection of its
+/// own: the status and the whole response.
+async fn raw_get(address: SocketAddr, target: &str, user_agent: &str) -> (u16, String) {
+    let mut stream = TcpStream::connect(address).await.unwrap();
+    let request = format!(
+        "GET {target} HTTP/1.1\r\nHost: {address}\r\nUser-Agent: {user_agent}\r\nAccept: */*\r\nConnection: close\r\n\r\n"
+    );
+    stream.write_all(request.as_bytes()).await.unwrap();
+    let mut response = Vec::new();
+    tokio::time::timeout(Duration::from_secs(30), stream.read_to_end(&mut response))
+        .await
+        .expect("the proxy answered and closed within 30 s")
+        .unwrap();
+    let response = String::from_utf8_lossy(&response).into_owned();
+    let status = response.split(' ').nth(1).and_then(|code| code.parse().ok()).unwrap_or(0);
+    (status, response)
 }
 
 /// Asserts that `response` is the trap: a 200 trap page at the same URL, or a 302 to a trap page.
