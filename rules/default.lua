@@ -174,9 +174,11 @@ return {
   },
   {
     -- A client that recently walked the trap keeps getting it, including its IPv6 /64 neighbours.
+    -- A good pass outranks its address's score: the pass is the client (many people can share
+    -- an address), and its own trap hits burn it (burned-pass, below).
     name = "trap-score",
     check = function(r)
-      if r.trap_score >= TRAP_SCORE_LIMIT then
+      if r.trap_score >= TRAP_SCORE_LIMIT and r.pass == nil then
         return "trap", format("trap score %.1f", r.trap_score)
       end
     end,

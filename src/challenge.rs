@@ -12,7 +12,7 @@
 //! - A **pass** is a cookie holding its id, issue and expiry times and how it was earned, MAC'd
 //!   with a second derived key: any replica with the same secret verifies it without a store.
 //! - The pass is an **identity**: the verdict keeps its behaviour under its own client key
-//!   ([`ClientKey::pass`]), and this module keeps, per replica, the networks it was used from and
+//!   ([`crate::client::ClientKey::pass`]), and this module keeps, per replica, the networks it was used from and
 //!   its page-view pace. A pass whose holders walk the trap, use it from more networks in a
 //!   window than one person's devices would, or read faster than any reader, is **burned**.
 //!
@@ -22,6 +22,7 @@ pub(crate) mod page;
 #[cfg(test)]
 mod tests;
 
+use std::hash::BuildHasher;
 use std::net::IpAddr;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
@@ -34,21 +35,28 @@ use rand::RngExt;
 use sha2::{Digest, Sha256};
 
 use crate::claims::Earned;
-use crate::client::{ClientKey, KeyHasher};
+use crate::client::KeyHasher;
 
 /// How long a challenge may be answered after it is issued.
 pub(crate) const CHALLENGE_LIFETIME: Duration = Duration::from_secs(10 * 60);
 /// The pass cookie's name. Its settings never change its meaning, so a changed setting cannot
 /// cause a challenge loop (Anubis's versioned names solve a problem this format does not have).
 pub(crate) const PASS_COOKIE: &str = "quagmire_pass";
-/// Answered challenge ids remembered per replica, to refuse a second answer.
-const USED_CAPACITY: u64 = 100_000;
+/// Networks (IPv4 /24, IPv6 /48) whose answered challenge ids are remembered per replica, to
+/// refuse a second answer.
+const ANSWERING_NETWORKS: u64 = 50_000;
+/// Answers one network may have accepted within a challenge's lifetime, per replica: the answer
+/// path's own quota (an office behind one address needs a few a day; a network minting passes
+/// by the hundred is refused, and only it), and what bounds each network's memory of used ids.
+pub(crate) const ANSWERS_PER_NETWORK: usize = 64;
 /// Passes whose networks and page pace are tracked per replica.
 const PASS_RECORDS: u64 = 100_000;
-/// Clients whose unanswered challenges are counted.
+/// Clients (address and User-Agent) whose unanswered challenges are counted.
 const CHALLENGED_CLIENTS: u64 = 100_000;
-/// Unanswered challenges are forgotten after this long without another.
-const UNANSWERED_MEMORY: Duration = Duration::from_secs(60 * 60);
+/// Unanswered challenges are counted for this long from the first, then start again from zero,
+/// however many more there were: a count that every new challenge kept alive would never end
+/// while a program kept reading challenge pages at a shared address.
+pub(crate) const UNANSWERED_MEMORY: Duration = CHALLENGE_LIFETIME;
 /// Bytes of a MAC tag: 128 bits.
 const TAG: usize = 16;
 const CHALLENGE_VERSION: u8 = 1;
@@ -176,8 +184,8 @@ pub enum AnswerError {
     /// The proof of work does not have the leading zeros.
     #[error("the proof of work is wrong")]
     WrongWork,
-    /// Too many answers to remember which were used; try again shortly.
-    #[error("too many answers at once")]
+    /// This network had [`ANSWERS_PER_NETWORK`] answers accepted within a challenge's lifetime.
+    #[error("too many answers from your network lately; try again in a few minutes")]
     Busy,
 }
 
@@ -260,14 +268,32 @@ pub struct Challenger {
     config: ChallengeConfig,
     challenge_key: [u8; 32],
     pass_key: [u8; 32],
-    /// Answered challenge ids, until they expire anyway.
-    used: Cache<u128, ()>,
+    /// Per network: the challenge ids answered from it, each until it would have expired anyway.
+    used: Cache<(u8, u128), Arc<Mutex<UsedIds>>, KeyHasher>,
     /// Per pass: the networks it was used from and its page pace.
     passes: Cache<u128, Arc<Mutex<PassRecord>>>,
-    /// Per client: challenges issued since its last answer.
-    unanswered: Cache<ClientKey, Arc<AtomicU32>, KeyHasher>,
+    /// Per challenged client (its exact address and its User-Agent, as a challenge is bound):
+    /// challenges issued since its last answer, and when the first was.
+    unanswered: Cache<Challenged, Arc<Unanswered>, KeyHasher>,
+    /// Hashes User-Agents for the key above (seeded per process, so collisions cannot be chosen).
+    agent_hasher: KeyHasher,
     /// Two of the deployment's hidden trap links, for the page.
     links: [String; 2],
+}
+
+/// Whom unanswered challenges are counted for: the exact address (not its IPv6 /64: a
+/// neighbour is someone else) and a hash of the User-Agent, so that another person behind the
+/// same address, with another browser, is never counted with a program that reads challenge
+/// pages there.
+type Challenged = (IpAddr, u64);
+
+/// One network's answered challenge ids, each with when its challenge expires (Unix seconds).
+type UsedIds = Vec<(u128, u64)>;
+
+/// Unanswered challenges since `since`.
+struct Unanswered {
+    since: Instant,
+    count: AtomicU32,
 }
 
 /// One pass's record on this replica.
@@ -287,15 +313,23 @@ impl Challenger {
             links,
             challenge_key: blake3::derive_key("quagmire 2026-12 challenge MAC", secret),
             pass_key: blake3::derive_key("quagmire 2026-12 pass MAC", secret),
-            used: Cache::builder().max_capacity(USED_CAPACITY).time_to_live(CHALLENGE_LIFETIME).build(),
+            // Idle, not live: a network's list lives while it answers, and an id in it is dropped
+            // once its challenge has expired, which is at most a lifetime after the last answer.
+            used: Cache::builder()
+                .max_capacity(ANSWERING_NETWORKS)
+                .time_to_idle(CHALLENGE_LIFETIME)
+                .build_with_hasher(KeyHasher::default()),
             passes: Cache::builder()
                 .max_capacity(PASS_RECORDS)
                 .time_to_idle(config.burn.window.max(Duration::from_secs(600)))
                 .build(),
+            // Time to live, not to idle: reads never extend a count (and `since` ends it on time
+            // whatever the cache's own clock does).
             unanswered: Cache::builder()
                 .max_capacity(CHALLENGED_CLIENTS)
-                .time_to_idle(UNANSWERED_MEMORY)
+                .time_to_live(UNANSWERED_MEMORY)
                 .build_with_hasher(KeyHasher::default()),
+            agent_hasher: KeyHasher::default(),
             config,
         }
     }
@@ -409,12 +443,18 @@ impl Challenger {
                 Earned::Wait
             }
         };
-        if self.used.entry_count() >= USED_CAPACITY {
-            return Err(AnswerError::Busy);
-        }
-        if !self.used.entry(id).or_insert(()).is_fresh() {
+        // Remembered under the network the challenge was bound to, which is the answering one's
+        // (or the other family's: then the binding still names one network per token).
+        let used = self.used.get_with((binding.family, binding.network), || Arc::new(Mutex::new(Vec::new())));
+        let mut used = used.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        if used.iter().any(|&(seen, _)| seen == id) {
             return Err(AnswerError::Replayed);
         }
+        used.retain(|&(_, expires)| expires > now_seconds);
+        if used.len() >= ANSWERS_PER_NETWORK {
+            return Err(AnswerError::Busy);
+        }
+        used.push((id, issued.saturating_add(CHALLENGE_LIFETIME.as_secs()).saturating_add(1)));
         let issued_at = UNIX_EPOCH + Duration::from_secs(issued);
         Ok(Answered { earned, solved_in: now.duration_since(issued_at).unwrap_or_default() })
     }
@@ -450,8 +490,19 @@ impl Challenger {
     /// The pass a `Cookie` header holds, if any. With several pass cookies (a stale one from a
     /// parent domain, say), a valid one wins.
     pub fn pass_in(&self, cookies: &str, now: SystemTime) -> PassCheck {
+        self.pass_in_fields([cookies], now)
+    }
+
+    /// The pass in a request's `Cookie` fields, read as one: HTTP/2 and HTTP/3 clients send each
+    /// cookie as a field of its own, which a proxy may forward as they are (RFC 9113 §8.2.3
+    /// joins them with `; `, which is what reading every field's pairs in order amounts to).
+    pub fn pass_in_fields<'c>(
+        &self,
+        fields: impl IntoIterator<Item = &'c str>,
+        now: SystemTime,
+    ) -> PassCheck {
         let mut found = PassCheck::None;
-        for pair in cookies.split(';') {
+        for pair in fields.into_iter().flat_map(|field| field.split(';')) {
             let Some((name, value)) = pair.split_once('=') else { continue };
             if name.trim() != PASS_COOKIE {
                 continue;
@@ -553,20 +604,39 @@ impl Challenger {
         PassUse { networks, burned, newly_burned }
     }
 
-    /// Counts a challenge issued to `key`: returns how many are now unanswered.
-    pub(crate) fn challenged(&self, key: ClientKey) -> u32 {
-        let count = self.unanswered.get_with(key, || Arc::new(AtomicU32::new(0)));
-        count.fetch_add(1, Ordering::Relaxed).saturating_add(1)
+    fn challenged_key(&self, address: IpAddr, user_agent: &str) -> Challenged {
+        (address.to_canonical(), self.agent_hasher.hash_one(user_agent))
     }
 
-    /// Challenges issued to `key` since its last answer (within the last hour or so).
-    pub(crate) fn unanswered(&self, key: ClientKey) -> u32 {
-        self.unanswered.get(&key).map_or(0, |count| count.load(Ordering::Relaxed))
+    /// Counts a challenge issued at `at` to the client at `address` sending `user_agent`:
+    /// returns how many are now unanswered.
+    pub(crate) fn challenged(&self, address: IpAddr, user_agent: &str, at: Instant) -> u32 {
+        let key = self.challenged_key(address, user_agent);
+        let fresh = || Arc::new(Unanswered { since: at, count: AtomicU32::new(0) });
+        let mut entry = self.unanswered.get_with(key, fresh);
+        if at.saturating_duration_since(entry.since) > UNANSWERED_MEMORY {
+            entry = fresh();
+            self.unanswered.insert(key, entry.clone());
+        }
+        entry.count.fetch_add(1, Ordering::Relaxed).saturating_add(1)
     }
 
-    /// `key` answered a challenge: its count starts again.
-    pub(crate) fn answered(&self, key: ClientKey) {
-        self.unanswered.invalidate(&key);
+    /// Challenges issued to the client at `address` sending `user_agent` since its last answer,
+    /// counted for [`UNANSWERED_MEMORY`] from the first of them, as of `at`.
+    pub(crate) fn unanswered(&self, address: IpAddr, user_agent: &str, at: Instant) -> u32 {
+        let key = self.challenged_key(address, user_agent);
+        self.unanswered.get(&key).map_or(0, |entry| {
+            if at.saturating_duration_since(entry.since) > UNANSWERED_MEMORY {
+                0
+            } else {
+                entry.count.load(Ordering::Relaxed)
+            }
+        })
+    }
+
+    /// The client at `address` sending `user_agent` answered a challenge: its count starts again.
+    pub(crate) fn answered(&self, address: IpAddr, user_agent: &str) {
+        self.unanswered.invalidate(&self.challenged_key(address, user_agent));
     }
 }
 

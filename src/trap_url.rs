@@ -9,7 +9,8 @@
 //! that looks like a token, and a guessed URL passes with probability 2^-33.
 //!
 //! The verdict side uses [`TrapUrls::is_trap`] to spot a client asking for a trap URL: a human never
-//! sees one, so asking for it is evidence on its own.
+//! sees one, so asking for it is evidence on its own, unless another site made the client ask
+//! ([`is_evidence`]).
 
 use std::collections::HashMap;
 use std::hash::Hasher;
@@ -17,6 +18,7 @@ use std::hash::Hasher;
 use rand::Rng;
 use siphasher::sip::SipHasher24;
 
+use crate::client::HeaderLines;
 use crate::numbers::{below, push_number};
 
 /// Number of words in the slug dictionary; each word carries `WORD_BITS` bits of the tag.
@@ -257,6 +259,49 @@ impl TrapUrls {
         let mask = (1u64 << WORD_BITS) - 1;
         std::array::from_fn(|i| ((bits >> (WORD_BITS * i as u32)) & mask) as u16)
     }
+}
+
+/// Whether a request for a trap URL, with these headers, for `host`, is evidence against the
+/// client. Trap URLs are public (the trap links to them), so any page can make its readers'
+/// browsers ask for them: an `<img src>` or a link on another site is the other site's doing,
+/// not the reader's. So a request the browser marks cross-site, one for a subresource (an image,
+/// a script, a style sheet: no page of this site embeds a trap URL), and, from clients that send
+/// no fetch metadata, one with another site's `Referer` or asking for an image, is no trap hit.
+/// A crawler that forges these to keep its record clean still gets the trap page for the URL;
+/// it only loses nothing by asking.
+pub(crate) fn is_evidence(headers: &impl HeaderLines, host: &str) -> bool {
+    let first = |name: &'static str| headers.lines(name).next().map(str::trim);
+    if first("sec-fetch-site").is_some_and(|site| site.eq_ignore_ascii_case("cross-site")) {
+        return false;
+    }
+    if let Some(dest) = first("sec-fetch-dest") {
+        return ["document", "iframe", "frame"].iter().any(|page| dest.eq_ignore_ascii_case(page));
+    }
+    if first("accept")
+        .is_some_and(|accept| accept.get(..6).is_some_and(|kind| kind.eq_ignore_ascii_case("image/")))
+    {
+        return false;
+    }
+    match first("referer").and_then(referer_host) {
+        Some(referer) => host.is_empty() || referer.eq_ignore_ascii_case(host_without_port(host)),
+        None => true,
+    }
+}
+
+/// The host of a `Referer` URL, without port or user information.
+fn referer_host(referer: &str) -> Option<&str> {
+    let rest = referer.split_once("://")?.1;
+    let authority = &rest[..rest.find(['/', '?', '#']).unwrap_or(rest.len())];
+    Some(host_without_port(authority.rsplit('@').next().unwrap_or(authority)))
+}
+
+fn host_without_port(host: &str) -> &str {
+    if let Some(bracketed) = host.strip_prefix('[') {
+        return bracketed.split(']').next().unwrap_or(bracketed);
+    }
+    host.rsplit_once(':')
+        .filter(|(_, port)| port.bytes().all(|b| b.is_ascii_digit()))
+        .map_or(host, |(name, _)| name)
 }
 
 #[cfg(test)]

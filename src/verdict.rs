@@ -227,15 +227,18 @@ fn facts(app: &App, mut request: ForwardedRequest) -> Facts {
     let key = app.identity.key(address);
     let is_trap_url = app.generator.trap_urls().is_trap(&request.uri);
     let at = request.at.unwrap_or_else(Instant::now);
-    if is_trap_url {
-        // No human is ever shown a trap URL: asking for one is a trap hit, from any address.
+    // No human is ever shown a trap URL: asking for one is a trap hit, from any address, unless
+    // another site's page made the browser ask (the request is still the trap's).
+    let trap_hit = is_trap_url && crate::trap_url::is_evidence(&request.headers, &request.host);
+    if trap_hit {
         app.clients.record_trap_hit_at(key, at);
         app.metrics.trap_hit(HitSource::TrapUrl);
     }
     let geo = app.geo.lookup(address);
     let user_agent = request.header("user-agent").unwrap_or("");
     let history = app.clients.observe_request_at(key, user_agent, &geo, at);
-    let pass = pass_facts(app, &request, address, is_trap_url, &geo, at);
+    let challenges = app.challenges.unanswered(address, user_agent, at);
+    let pass = pass_facts(app, &request, address, trap_hit, &geo, at);
     // A guard, not a clone of the `Arc`: no write to the count every thread shares.
     let compiled = app.rules.compiled();
     if history.rate_limited {
@@ -275,7 +278,7 @@ fn facts(app: &App, mut request: ForwardedRequest) -> Facts {
         crowdsec: app.crowdsec.decision(address),
         coverage: request.coverage,
         pass,
-        challenges: app.challenges.unanswered(key),
+        challenges,
     };
     // A signature covers the request as built: checked on it, then part of the facts.
     let signature = app.signatures.check_now(&unsigned);
@@ -291,19 +294,21 @@ fn pass_facts(
     app: &App,
     request: &ForwardedRequest,
     address: IpAddr,
-    is_trap_url: bool,
+    trap_hit: bool,
     geo: &crate::geo::GeoInfo,
     at: Instant,
 ) -> Option<PassFacts> {
-    let cookies = request.header("cookie")?;
+    use crate::client::HeaderLines;
+    let mut cookies = request.headers.lines("cookie").peekable();
+    cookies.peek()?;
     let now = SystemTime::now();
-    let check = app.challenges.pass_in(cookies, now);
+    let check = app.challenges.pass_in_fields(cookies, now);
     if let Some(label) = check.label() {
         app.metrics.pass(label);
     }
     let PassCheck::Valid(pass) = check else { return None };
     let key = ClientKey::pass(pass.id);
-    if is_trap_url {
+    if trap_hit {
         app.clients.record_trap_hit_at(key, at);
     }
     let mut history =

@@ -133,6 +133,9 @@ fn the_pass_is_found_among_other_cookies_and_a_valid_one_wins() {
     let header = format!("theme=dark; {PASS_COOKIE}=garbage; {PASS_COOKIE}={value}; session=1");
     assert!(matches!(challenger.pass_in(&header, now), PassCheck::Valid(_)));
     assert_eq!(challenger.pass_in("theme=dark", now), PassCheck::None);
+    // Cookies sent as fields of their own (HTTP/2, HTTP/3), the pass in any of them.
+    let fields = ["theme=dark", "lang=en; x=1", header.as_str()];
+    assert!(matches!(challenger.pass_in_fields(fields, now), PassCheck::Valid(_)));
     assert_eq!(challenger.pass_in(&format!("{PASS_COOKIE}=garbage"), now), PassCheck::Invalid);
     let cookie = challenger.set_cookie(&value, true);
     for part in ["Path=/", "HttpOnly", "SameSite=Lax", "Secure", "Max-Age=604800"] {
@@ -186,13 +189,33 @@ fn a_person_reading_a_page_every_few_seconds_never_burns_a_pass() {
 #[test]
 fn unanswered_challenges_are_counted_until_an_answer() {
     let challenger = challenger();
-    let key = crate::client::ClientIdentity::new(vec![], 32, 64).key(ip("198.51.100.7"));
-    assert_eq!(challenger.unanswered(key), 0);
-    challenger.challenged(key);
-    assert_eq!(challenger.challenged(key), 2);
-    assert_eq!(challenger.unanswered(key), 2);
-    challenger.answered(key);
-    assert_eq!(challenger.unanswered(key), 0);
+    let (client, chrome, now) = (ip("198.51.100.7"), "Chrome/130", Instant::now());
+    assert_eq!(challenger.unanswered(client, chrome, now), 0);
+    challenger.challenged(client, chrome, now);
+    assert_eq!(challenger.challenged(client, chrome, now), 2);
+    assert_eq!(challenger.unanswered(client, chrome, now), 2);
+    challenger.answered(client, chrome);
+    assert_eq!(challenger.unanswered(client, chrome, now), 0);
+}
+
+#[test]
+fn unanswered_challenges_belong_to_the_challenged_client_and_end_on_time() {
+    let challenger = challenger();
+    let (client, chrome, start) = (ip("2001:db8:1:2::7"), "Chrome/130", Instant::now());
+    for _ in 0..6 {
+        challenger.challenged(client, chrome, start);
+    }
+    assert_eq!(challenger.unanswered(client, chrome, start), 6);
+    // Someone else at the same address, or next to it in the /64, has been shown nothing.
+    assert_eq!(challenger.unanswered(client, "Safari/17", start), 0);
+    assert_eq!(challenger.unanswered(ip("2001:db8:1:2::8"), chrome, start), 0);
+    // More challenges do not make the count last longer: it ends a fixed time after the first.
+    let later = start + UNANSWERED_MEMORY - Duration::from_secs(1);
+    assert_eq!(challenger.challenged(client, chrome, later), 7);
+    let after = start + UNANSWERED_MEMORY + Duration::from_secs(1);
+    assert_eq!(challenger.unanswered(client, chrome, after), 0);
+    // And a new one starts from one.
+    assert_eq!(challenger.challenged(client, chrome, after), 1);
 }
 
 #[test]
@@ -230,4 +253,32 @@ fn the_page_is_small_self_contained_and_carries_the_trap_links() {
     // A target that is not a path here is not carried at all.
     let html = challenger.page(ip("198.51.100.7"), CHROME, "//evil.example/", None, SystemTime::now());
     assert!(html.contains("&amp;to=%2F\"") && !html.contains("evil"));
+}
+
+#[test]
+fn one_network_minting_passes_in_bulk_is_refused_and_no_other_network_is() {
+    let challenger =
+        challenger_with(b"a secret", ChallengeConfig { wait: Duration::ZERO, ..ChallengeConfig::default() });
+    let start = SystemTime::now();
+    let farm = |n: usize| ip(&format!("203.0.113.{}", n % 250 + 1));
+    // The no-JavaScript answer, the cheapest there is, from one /24: a quota's worth is accepted.
+    let mut tokens = Vec::new();
+    for n in 0..ANSWERS_PER_NETWORK {
+        let issued = challenger.issue(farm(n), CHROME, start);
+        assert!(challenger.answer(&issued.token, None, farm(n), CHROME, start).is_ok(), "answer {n}");
+        tokens.push(issued.token);
+    }
+    let issued = challenger.issue(farm(0), CHROME, start);
+    assert_eq!(challenger.answer(&issued.token, None, farm(0), CHROME, start), Err(AnswerError::Busy));
+    // Someone on another network answers as ever, and nothing answered can be answered again.
+    let person = ip("198.51.100.7");
+    let theirs = challenger.issue(person, "Firefox/140", start);
+    assert!(challenger.answer(&theirs.token, None, person, "Firefox/140", start).is_ok());
+    assert_eq!(challenger.answer(&tokens[0], None, farm(0), CHROME, start), Err(AnswerError::Replayed));
+    // Once the answered challenges have expired, the network answers again; and what it answered
+    // can never be answered again, since an expired challenge is refused as expired.
+    let later = start + CHALLENGE_LIFETIME + Duration::from_secs(2);
+    let fresh = challenger.issue(farm(1), CHROME, later);
+    assert!(challenger.answer(&fresh.token, None, farm(1), CHROME, later).is_ok());
+    assert_eq!(challenger.answer(&tokens[1], None, farm(1), CHROME, later), Err(AnswerError::Expired));
 }

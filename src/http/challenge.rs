@@ -14,7 +14,9 @@ use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 
 use crate::app::App;
-use crate::challenge::{is_local_target, page::CONTENT_SECURITY_POLICY, page::SCRIPT, page::WORKER};
+use crate::challenge::{
+    AnswerError, is_local_target, page::CONTENT_SECURITY_POLICY, page::SCRIPT, page::WORKER,
+};
 
 /// The status of a challenge page. nginx's `auth_request` passes on only 401 and 403 (403 is the
 /// trap's there), so 401 it is, for every proxy alike: Caddy and Traefik copy any non-2xx
@@ -90,12 +92,12 @@ pub(crate) async fn answer(
     let now = SystemTime::now();
     let checked = match &token {
         Some(token) => app.challenges.answer(token, nonce.as_deref(), address, user_agent, now),
-        None => Err(crate::challenge::AnswerError::Malformed),
+        None => Err(AnswerError::Malformed),
     };
     match checked {
         Ok(answered) => {
             app.metrics.challenge_answer(answered.earned.as_str(), Some(answered.solved_in));
-            app.challenges.answered(app.identity.key(address));
+            app.challenges.answered(address, user_agent);
             let secure =
                 headers.get("x-forwarded-proto").and_then(|value| value.to_str().ok()).is_some_and(|proto| {
                     proto.split(',').next().unwrap_or("").trim().eq_ignore_ascii_case("https")
@@ -116,6 +118,12 @@ pub(crate) async fn answer(
         }
         Err(error) => {
             app.metrics.challenge_answer(error.as_str(), None);
+            // The page below is a fresh challenge. Asked for without a real token (a bare
+            // `answer`), it is one more challenge shown to whoever asked, or the answer path
+            // would hand out challenges no count ever sees.
+            if matches!(error, AnswerError::Malformed | AnswerError::Forged) {
+                app.challenges.challenged(address, user_agent, std::time::Instant::now());
+            }
             let note =
                 format!("Your browser's last answer was not accepted ({error}), so here is a new check.");
             let mut response = page(&app, address, user_agent, &target, Some(&note));

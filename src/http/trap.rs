@@ -30,16 +30,19 @@ pub(crate) async fn page(
     uri: Uri,
     headers: HeaderMap,
 ) -> Response {
-    let client = app.identity.client_address(peer.ip(), &headers);
-    app.clients.record_trap_hit(app.identity.key(client));
-    app.metrics.trap_hit(HitSource::TrapListener);
-    // A pass's holder walking the trap: the hit counts against the pass too, wherever it goes.
-    if let Some(cookies) = headers.get(header::COOKIE).and_then(|value| value.to_str().ok())
-        && let PassCheck::Valid(pass) = app.challenges.pass_in(cookies, SystemTime::now())
-    {
-        app.clients.record_trap_hit(ClientKey::pass(pass.id));
-    }
     let (host, target) = page_address(&uri, &headers);
+    // Another site's images or links pointing here are that site's doing, not the reader's: the
+    // page is served, but no hit is recorded (see `trap_url::is_evidence`).
+    if crate::trap_url::is_evidence(&headers, &host) {
+        let client = app.identity.client_address(peer.ip(), &headers);
+        app.clients.record_trap_hit(app.identity.key(client));
+        app.metrics.trap_hit(HitSource::TrapListener);
+        // A pass's holder walking the trap: the hit counts against the pass too, wherever it goes.
+        let cookies = headers.get_all(header::COOKIE).into_iter().filter_map(|value| value.to_str().ok());
+        if let PassCheck::Valid(pass) = app.challenges.pass_in_fields(cookies, SystemTime::now()) {
+            app.clients.record_trap_hit(ClientKey::pass(pass.id));
+        }
+    }
     // The page's bytes as written: they are UTF-8 by construction (whole corpus words and ASCII
     // markup, which the generator's tests check), so checking each page again would be waste.
     let mut body = Vec::new();

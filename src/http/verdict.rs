@@ -134,7 +134,7 @@ fn respond(app: &App, judgement: &Judgement) -> Response {
         (Verdict::Challenge, false, _) => {
             // The page is the answer, in every mode: Caddy, Traefik and HAProxy show it as it is,
             // nginx (whose auth_request drops bodies) fetches it again from `/challenge`.
-            app.challenges.challenged(facts.key);
+            app.challenges.challenged(facts.address, facts.user_agent(), std::time::Instant::now());
             app.metrics.challenge_issued();
             let mut response =
                 super::challenge::page(app, facts.address, facts.user_agent(), &facts.uri, None);

@@ -311,6 +311,15 @@ fn pass(burned: Option<&'static str>) -> crate::claims::PassFacts {
 }
 
 #[test]
+fn a_good_pass_outranks_its_addresses_trap_score_and_a_burned_one_does_not() {
+    let rules = default_rules();
+    let shared = || Request { trap_score: 9.0, ..Request::browser(CHROME) };
+    check(&rules, shared(), Verdict::Trap, "trap-score");
+    check(&rules, Request { pass: Some(pass(None)), ..shared() }, Verdict::Allow, "");
+    check(&rules, Request { pass: Some(pass(Some("trap_hits"))), ..shared() }, Verdict::Trap, "burned-pass");
+}
+
+#[test]
 fn default_rules_challenge_uncertain_browser_page_views_and_never_what_cannot_answer() {
     let rules = default_rules();
     let cloud = |request: Request| Request { asn: Some(16509), ..request };

@@ -124,3 +124,25 @@ fn numbers_are_zero_padded() {
     push_number(&mut out, 0, 1);
     assert_eq!(out, b"0720190");
 }
+
+#[test]
+fn a_trap_url_another_site_made_the_browser_fetch_is_no_evidence() {
+    let evidence = |headers: &[(&str, &str)]| {
+        let headers: crate::facts::Headers = headers.iter().copied().collect();
+        super::is_evidence(&headers, "site.example:443")
+    };
+    // Crawlers, and a person who navigates there on this site: evidence.
+    assert!(evidence(&[("user-agent", "GPTBot/1.2"), ("accept", "*/*")]));
+    assert!(evidence(&[("sec-fetch-site", "same-origin"), ("sec-fetch-dest", "document")]));
+    assert!(evidence(&[("sec-fetch-site", "none"), ("sec-fetch-dest", "document")]));
+    assert!(evidence(&[("referer", "https://site.example/blog/post")]));
+    // Another site's <img>, link or fetch, and any subresource: none.
+    assert!(!evidence(&[("sec-fetch-site", "cross-site"), ("sec-fetch-dest", "image")]));
+    assert!(!evidence(&[("sec-fetch-site", "cross-site"), ("sec-fetch-dest", "document")]));
+    assert!(!evidence(&[("sec-fetch-site", "same-site"), ("sec-fetch-dest", "image")]));
+    assert!(!evidence(&[("sec-fetch-site", "same-origin"), ("sec-fetch-dest", "script")]));
+    // Without fetch metadata: another site's Referer, or an image's Accept.
+    assert!(!evidence(&[("referer", "https://elsewhere.example/page")]));
+    assert!(!evidence(&[("accept", "image/avif,image/webp,*/*;q=0.8")]));
+    assert!(evidence(&[("referer", "https://SITE.example:8443/x")]));
+}

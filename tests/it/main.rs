@@ -47,6 +47,7 @@ mod connections;
 mod crawlers;
 mod crowdsec;
 mod dashboard;
+mod hardening;
 mod hostile_rules;
 mod lists_update;
 mod metrics;
