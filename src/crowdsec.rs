@@ -323,24 +323,38 @@ impl CrowdSec {
                 for gone in stream.deleted.unwrap_or_default() {
                     puller.known.remove(&gone.id);
                 }
+                let mut refused: Option<(String, usize)> = None;
                 for wire in stream.added.unwrap_or_default() {
                     let Some(network) = network(&wire.scope, &wire.value) else {
                         // Countries, AS numbers and other scopes: not for a per-address lookup.
                         self.metrics.crowdsec_decisions_skipped(1);
                         continue;
                     };
+                    // One bad decision is skipped and counted; the rest of the stream applies.
+                    let expires = match decision_expiry(now, &wire.duration, network) {
+                        Ok(expires) => expires,
+                        Err(why) => {
+                            self.metrics.crowdsec_decisions_skipped(1);
+                            let entry = refused
+                                .get_or_insert_with(|| (format!("{} {}: {why}", wire.scope, wire.value), 0));
+                            entry.1 += 1;
+                            continue;
+                        }
+                    };
                     if puller.known.len() >= self.config.max_decisions && !puller.known.contains_key(&wire.id)
                     {
                         self.metrics.crowdsec_decisions_skipped(1);
                         continue;
                     }
-                    let expires = now + go_duration(&wire.duration).unwrap_or(Duration::ZERO);
                     let decision = Arc::new(CrowdSecDecision {
                         kind: Arc::from(clean(&wire.kind)),
                         scenario: Arc::from(clean(&wire.scenario)),
                         origin: Arc::from(clean(&wire.origin)),
                     });
                     puller.known.insert(wire.id, Known { network, decision, expires });
+                }
+                if let Some((first, count)) = refused {
+                    tracing::warn!(url = %base, count, first = %first, "CrowdSec decisions skipped");
                 }
             }
             Err(error) => {
@@ -543,6 +557,27 @@ fn network(scope: &str, value: &str) -> Option<IpNet> {
     }
 }
 
+/// The longest a decision is kept: a ban for longer is kept this long (the Local API's own
+/// durations are hours; a manual one may be years).
+const LONGEST_DECISION: Duration = Duration::from_secs(10 * 365 * 24 * 3600);
+
+/// When a decision on `network` for `duration` (the Local API's text) made at `now` expires, or
+/// why it is not applied: a duration that is not one, or a range wider than the floor the list
+/// sources have ([`crate::prefix_map::too_wide`]: a `0.0.0.0/0` "ban" would trap every client).
+fn decision_expiry(now: Instant, duration: &str, network: IpNet) -> Result<Instant, String> {
+    if crate::prefix_map::too_wide(network) {
+        return Err(format!(
+            "wider than /{} (IPv4) or /{} (IPv6)",
+            crate::prefix_map::MIN_PREFIX_V4,
+            crate::prefix_map::MIN_PREFIX_V6
+        ));
+    }
+    let duration =
+        go_duration(duration).ok_or_else(|| format!("duration `{}` is not one", clean(duration)))?;
+    now.checked_add(duration.min(LONGEST_DECISION))
+        .ok_or_else(|| "the clock cannot hold its expiry".to_string())
+}
+
 /// A Go duration (`59m59.607939566s`, `4h`, `1.5s`, `300ms`); `None` if it is not one or negative.
 fn go_duration(text: &str) -> Option<Duration> {
     let mut rest = text.trim();
@@ -588,6 +623,20 @@ mod tests {
         assert_eq!(go_duration("-1s"), None);
         assert_eq!(go_duration("soon"), None);
         assert_eq!(go_duration("5"), None);
+    }
+
+    #[test]
+    fn an_absurd_duration_is_capped_and_a_range_wider_than_the_floor_refused() {
+        let (now, address) = (Instant::now(), "203.0.113.7/32".parse().unwrap());
+        let forever = decision_expiry(now, "10000000000000000000s", address).unwrap();
+        assert_eq!(forever - now, LONGEST_DECISION);
+        assert_eq!(decision_expiry(now, "4h", address).unwrap() - now, Duration::from_secs(4 * 3600));
+        assert!(decision_expiry(now, "soon", address).unwrap_err().contains("is not one"));
+        for wide in ["0.0.0.0/0", "10.0.0.0/8", "::/0", "2001::/16", "::ffff:0:0/96"] {
+            let error = decision_expiry(now, "4h", wide.parse().unwrap()).unwrap_err();
+            assert!(error.contains("wider than /12"), "{wide}: {error}");
+        }
+        assert!(decision_expiry(now, "4h", "100.64.0.0/12".parse().unwrap()).is_ok());
     }
 
     #[test]

@@ -404,7 +404,7 @@ impl Metrics {
             crowdsec_skipped: register(
                 r,
                 "crowdsec_decisions_skipped",
-                "CrowdSec decisions not kept: a scope other than an address or range, or over max-decisions",
+                "CrowdSec decisions not kept: a scope other than an address or range, a range wider than /12 or /28, a duration that is not one, or over max-decisions",
                 Counter::default(),
             ),
             crowdsec_matched: register(

@@ -83,6 +83,22 @@ fn longest<K: Copy + Eq + std::hash::Hash + std::ops::BitAnd<Output = K>, V>(
 
 /// An IPv4-mapped IPv6 network (`::ffff:192.0.2.0/120`) is the IPv4 network it maps, since
 /// lookups map such addresses to IPv4 first; an entry kept as IPv6 would never match.
+/// The widest IPv4 prefix a list source or a CrowdSec decision may name: a /12 is a million
+/// addresses, more than any crawler operator publishes for one crawler (the widest shipped
+/// today is a /16) or a ban can mean.
+pub const MIN_PREFIX_V4: u8 = 12;
+/// The widest IPv6 prefix: a /28 is larger than most providers' whole allocation.
+pub const MIN_PREFIX_V6: u8 = 28;
+
+/// Whether `network` (as [`canonical`] makes it) is wider than [`MIN_PREFIX_V4`] or
+/// [`MIN_PREFIX_V6`]: too wide to be a crawler's range or a decision about anyone in particular.
+pub(crate) fn too_wide(network: IpNet) -> bool {
+    match canonical(network) {
+        IpNet::V4(v4) => v4.prefix_len() < MIN_PREFIX_V4,
+        IpNet::V6(v6) => v6.prefix_len() < MIN_PREFIX_V6,
+    }
+}
+
 pub(crate) fn canonical(network: IpNet) -> IpNet {
     match network {
         IpNet::V6(v6) if v6.prefix_len() >= 96 => match v6.addr().to_ipv4_mapped() {

@@ -9,11 +9,9 @@ use ipnet::IpNet;
 use super::formats::Kind;
 use crate::lists::TokenList;
 
-/// The widest IPv4 prefix a crawler's published range may be: a /12 is a million addresses, more
-/// than any crawler operator publishes for one crawler (the widest shipped today is a /16).
-pub const MIN_PREFIX_V4: u8 = 12;
-/// The widest IPv6 prefix: a /28 is larger than most providers' whole allocation.
-pub const MIN_PREFIX_V6: u8 = 28;
+/// The widest prefixes a crawler's published range may be (the same floor holds CrowdSec's
+/// decisions: see `crowdsec`).
+pub use crate::prefix_map::{MIN_PREFIX_V4, MIN_PREFIX_V6};
 /// A label may grow to this many times its current entries (plus [`GROWTH_SLACK`]) in one
 /// update; a jump past it is more likely a broken or hostile source than new crawlers.
 pub const MAX_GROWTH: usize = 4;

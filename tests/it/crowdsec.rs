@@ -329,3 +329,53 @@ fn trap_walker_alerts(api: &CrowdSec) -> Vec<serde_json::Value> {
         })
         .unwrap_or_default()
 }
+
+/// A Local API that answers every stream pull with `stream` (a LAPI-compatible server on
+/// loopback: the real one refuses to store durations like these, so it cannot send them).
+async fn start_fixed_lapi(stream: &'static str) -> String {
+    let router = axum::Router::new().route(
+        "/v1/decisions/stream",
+        axum::routing::get(move || async move { ([("content-type", "application/json")], stream) }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let address = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, router).await });
+    format!("http://{address}")
+}
+
+#[tokio::test]
+async fn an_absurd_decision_is_skipped_or_capped_and_the_rest_of_the_stream_applies() {
+    let url = start_fixed_lapi(
+        r#"{"new": [
+            {"id": 1, "duration": "10000000000000000000s", "origin": "cscli", "scenario": "manual", "scope": "Ip", "type": "ban", "value": "203.0.113.7"},
+            {"id": 2, "duration": "3h59m", "origin": "crowdsec", "scenario": "http-probing", "scope": "Ip", "type": "ban", "value": "203.0.113.8"},
+            {"id": 3, "duration": "4h", "origin": "cscli", "scenario": "oops", "scope": "Range", "type": "ban", "value": "0.0.0.0/0"},
+            {"id": 4, "duration": "whenever", "origin": "cscli", "scenario": "odd", "scope": "Ip", "type": "ban", "value": "203.0.113.9"},
+            {"id": 5, "duration": "4h", "origin": "lists", "scenario": "firehol", "scope": "Range", "type": "ban", "value": "192.0.2.0/24"}
+        ], "deleted": []}"#,
+    )
+    .await;
+    let dir = tempfile::tempdir().unwrap();
+    let config = format!(
+        "crowdsec {{\n    url \"{url}\"\n    bouncer-key-env \"QUAGMIRE_TEST_CROWDSEC_KEY\"\n    pull-seconds 1\n}}\n"
+    );
+    let path = write_file(dir.path(), "quagmire.kdl", &config);
+    let server = Server::start_with_env(
+        &["--config", &path],
+        &[("QUAGMIRE_SECRET", crate::support::SECRET), ("QUAGMIRE_TEST_CROWDSEC_KEY", KEY)],
+    );
+    // The valid decisions apply; a ban "for ever" is a ban (kept ten years).
+    until_rule(&server, "203.0.113.8", "crowdsec").await;
+    assert_eq!(rule_for(&server, "203.0.113.7").await, "crowdsec");
+    assert_eq!(rule_for(&server, "192.0.2.77").await, "crowdsec");
+    // A ban on every IPv4 address, and one whose duration is not one, are not applied.
+    assert_eq!(rule_for(&server, "198.51.100.1").await, "");
+    assert_eq!(rule_for(&server, "203.0.113.9").await, "");
+    let (_, _, metrics) = get(&format!("http://{}/metrics", server.verdict), "quagmire").await;
+    // Each pull skips the same two, and counts them.
+    let skipped =
+        metrics.lines().find(|line| line.starts_with("quagmire_crowdsec_decisions_skipped")).unwrap();
+    let skipped: f64 = skipped.rsplit(' ').next().unwrap().parse().unwrap();
+    assert!(skipped >= 2.0 && skipped % 2.0 == 0.0, "{metrics}");
+    assert!(metrics.contains("quagmire_crowdsec_decisions 3"), "{metrics}");
+}
