@@ -93,18 +93,32 @@ local PAGE_EXTENSIONS = {
   jsp = true, cgi = true, pl = true,
 }
 
--- Whether a request is a top-level page view: browsers mark their own (Sec-Fetch-Dest: document);
--- without fetch metadata (plain http, older browsers), a GET that accepts HTML. Prefetches are not.
-local function is_page_view(r)
-  if r.method ~= "GET" or r:header("sec-purpose") or r:header("purpose") then
+local function accepts_html(r)
+  local accept = r:header("accept")
+  return accept ~= nil and find(accept, "text/html", 1, true) ~= nil
+end
+
+-- Whether a request without a pass asks for a page the way a reader's browser does, and so can
+-- answer a challenge: browsers mark their page views (Sec-Fetch-Dest: document, or iframe and
+-- frame for a framed page). A prefetch of a page is a view to come, and is one: a failed
+-- prefetch costs a browser nothing, and without that a program marking every request as one
+-- would never be asked. A fetch() for a page's HTML (Sec-Fetch-Dest: empty, Accept naming
+-- text/html) is a program reading pages, not a page's own script. Without fetch metadata: over
+-- http, where browsers send none, any GET (whatever its Accept); over https, a GET that accepts
+-- HTML (older browsers; newer ones without metadata are lying-browser's).
+local function asks_for_page(r)
+  if r.method ~= "GET" then
     return false
   end
   local dest = r:header("sec-fetch-dest")
   if dest then
-    return lower(dest) == "document"
+    dest = lower(dest)
+    if dest == "document" or dest == "iframe" or dest == "frame" then
+      return true
+    end
+    return dest == "empty" and accepts_html(r)
   end
-  local accept = r:header("accept")
-  return accept ~= nil and find(accept, "text/html", 1, true) ~= nil
+  return r.proto ~= "https" or accepts_html(r)
 end
 
 -- Whether a request is for a page rather than a file (an image, a script, an archive, data) or a
@@ -385,8 +399,9 @@ return {
     -- challenged, once: a person answers without noticing (a second's work, or a five-second
     -- wait without JavaScript) and reads on with a pass, whose pace and trap hits then follow
     -- them across addresses; a crawler pays for every pass, and is tracked and burned by it.
-    -- Only top-level page views of browsers without a pass: subresources, fetch() calls, feeds,
-    -- files and everything allowed above (robots.txt, /.well-known/, verified crawlers, link
+    -- Only browsers without a pass asking for a page (asks_for_page: views, prefetches, fetches
+    -- for a page's HTML): subresources, a page's own fetch() calls, feeds, files and everything
+    -- allowed above (robots.txt, /.well-known/, verified crawlers, link
     -- previews, archives) never are.
     -- Who, by default: from datacenter and cloud networks, where people are few (VPN users pay a
     -- second once) and crawlers driving real browsers live; from any network, a browser over the
@@ -412,7 +427,7 @@ return {
       else
         return
       end
-      if is_page_view(r) and is_page(r) and browser(r.user_agent) ~= nil then
+      if asks_for_page(r) and is_page(r) and browser(r.user_agent) ~= nil then
         return "challenge", reason
       end
     end,

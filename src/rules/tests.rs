@@ -311,6 +311,44 @@ fn pass(burned: Option<&'static str>) -> crate::claims::PassFacts {
 }
 
 #[test]
+fn a_page_asked_for_as_anything_but_a_view_is_challenged_like_a_view() {
+    let rules = default_rules();
+    let with = |extra: &[(&'static str, &'static str)], proto: &'static str| {
+        let mut request = Request { proto, ..Request::browser(CHROME) };
+        request.headers.retain(|(name, _)| extra.iter().all(|(other, _)| other != name));
+        request.headers.extend_from_slice(extra);
+        request
+    };
+    // challenge { everyone #true }: every pass-less browser asking for a page, however it asks.
+    let everyone = Rules::load(RulesConfig { challenge_everyone: true, ..rules_config() }).unwrap();
+    for (extra, proto) in [
+        (&[("sec-purpose", "prefetch")][..], "https"),
+        (&[("purpose", "prefetch")][..], "https"),
+        (&[("sec-fetch-mode", "cors"), ("sec-fetch-dest", "empty"), ("accept", "text/html")][..], "https"),
+        (&[("sec-fetch-mode", "navigate"), ("sec-fetch-dest", "iframe")][..], "https"),
+        (&[("accept", "*/*")][..], "http"),
+    ] {
+        let mut request = with(extra, proto);
+        if proto == "http" {
+            request.headers.retain(|(name, _)| !name.starts_with("sec-fetch-"));
+        }
+        check(&everyone, request, Verdict::Challenge, "challenge-browsers");
+    }
+    // The default rules, from a cloud network: the same.
+    let prefetch = Request { asn: Some(16509), ..with(&[("sec-purpose", "prefetch")], "https") };
+    check(&rules, prefetch, Verdict::Challenge, "challenge-browsers");
+    // Subresources, a page's fetch() for data, and a pass holder's fetch for HTML stay as they were.
+    let image =
+        with(&[("sec-fetch-mode", "no-cors"), ("sec-fetch-dest", "image"), ("accept", "image/*")], "https");
+    check(&everyone, Request { uri: "/avatar/7", ..image }, Verdict::Allow, "");
+    let data = with(&[("sec-fetch-mode", "cors"), ("sec-fetch-dest", "empty"), ("accept", "*/*")], "https");
+    check(&everyone, Request { uri: "/api/items", ..data }, Verdict::Allow, "");
+    let html =
+        with(&[("sec-fetch-mode", "cors"), ("sec-fetch-dest", "empty"), ("accept", "text/html")], "https");
+    check(&everyone, Request { pass: Some(pass(None)), ..html }, Verdict::Allow, "");
+}
+
+#[test]
 fn a_good_pass_outranks_its_addresses_trap_score_and_a_burned_one_does_not() {
     let rules = default_rules();
     let shared = || Request { trap_score: 9.0, ..Request::browser(CHROME) };
@@ -360,9 +398,18 @@ fn default_rules_challenge_uncertain_browser_page_views_and_never_what_cannot_an
             "always-allowed-paths",
         );
     }
-    let mut prefetch = Request::browser(CHROME);
-    prefetch.headers.push(("sec-purpose", "prefetch"));
-    check(&rules, cloud(prefetch), Verdict::Allow, "");
+    // A page's own fetch() for data, from a reader without a pass, and with one any fetch.
+    let data = Request {
+        uri: "/api/items",
+        headers: vec![
+            ("user-agent", CHROME),
+            ("accept", "application/json"),
+            ("sec-fetch-mode", "cors"),
+            ("sec-fetch-dest", "empty"),
+        ],
+        ..Request::browser(CHROME)
+    };
+    check(&rules, cloud(data), Verdict::Allow, "");
     let preview = Request {
         asn: Some(16509),
         ..Request::agent("Slackbot-LinkExpanding 1.0 (+https://api.slack.com/robots)")
