@@ -13,7 +13,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use arc_swap::ArcSwapOption;
 use axum::extract::{Extension, Query, State};
-use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::http::{HeaderMap, HeaderName, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde::{Deserialize, Serialize};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -25,6 +25,14 @@ use crate::metrics::Scope;
 
 /// Most clients `/api/trapped` lists, whatever `limit` asks for.
 const MAX_TRAPPED: usize = 1000;
+
+/// Every trapped record a snapshot takes: all the trapped clients there are (this replica's
+/// index and the store's are both bounded to this), so that the blocklist chooses from every one
+/// and only `/api/trapped`'s own limit cuts.
+const SNAPSHOT_TRAPPED: usize = crate::client_state::TRAPPED_CAPACITY as usize;
+
+/// Header naming how many entries an answer left out (absent when none).
+const LEFT_OUT: &str = "x-quagmire-left-out";
 
 /// How long a snapshot of the client records serves scrapes: Prometheus scrapes every 15 s or
 /// so, so a second-old gauge is as good as a fresh one.
@@ -75,7 +83,7 @@ impl Drop for Refreshing {
 /// What scrapes read from the client records, taken at once.
 struct Snapshot {
     taken: Instant,
-    /// The most trapped clients, most active first.
+    /// Every trapped client, one per network first ([`spread_over_networks`]).
     trapped: Vec<ClientSnapshot>,
     over_threshold: u64,
     /// Whether `trapped` and `over_threshold` come from the shared store or this replica.
@@ -127,7 +135,10 @@ struct TrappedClient<'a> {
     last_seen: u64,
 }
 
-/// The clients with the highest trap scores, most active first (default 50, at most 1000).
+/// The clients with the highest trap scores (default 50, at most 1000): the most trapped of each
+/// network (IPv4 /24, IPv6 /48) first, then the second of each, so that one network's many
+/// decoys cannot push another network's attacker off the list. How many were left out is in the
+/// `X-Quagmire-Left-Out` header.
 pub(crate) async fn trapped(
     State(app): State<Arc<App>>,
     Extension(admin): Extension<Arc<Admin>>,
@@ -140,9 +151,11 @@ pub(crate) async fn trapped(
     let limit = query.limit.unwrap_or(50).min(MAX_TRAPPED);
     let snapshot = snapshot(&app, &admin).await;
     let json = HeaderValue::from_static("application/json");
+    let left_out = HeaderValue::from(snapshot.trapped.len().saturating_sub(limit));
     let rendered = snapshot.rendered.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
     if let Some((_, body)) = rendered.iter().find(|(kept, _)| *kept == limit) {
-        return ([(header::CONTENT_TYPE, json)], body.clone()).into_response();
+        return ([(header::CONTENT_TYPE, json), (HeaderName::from_static(LEFT_OUT), left_out)], body.clone())
+            .into_response();
     }
     drop(rendered);
     let body = bytes::Bytes::from(render_trapped(&snapshot, limit));
@@ -151,7 +164,7 @@ pub(crate) async fn trapped(
         rendered.push((limit, body.clone()));
     }
     drop(rendered);
-    ([(header::CONTENT_TYPE, json)], body).into_response()
+    ([(header::CONTENT_TYPE, json), (HeaderName::from_static(LEFT_OUT), left_out)], body).into_response()
 }
 
 /// `/api/blocklist`'s filters and format.
@@ -168,8 +181,11 @@ pub(crate) struct BlocklistQuery {
     format: Option<String>,
 }
 
-/// The trapped clients (the most active, as `/api/trapped` lists them) as a blocklist for a
-/// firewall or fail2ban: addresses and IPv6 /64s, aggregated into ranges where that is exact.
+/// Every trapped client over the score as a blocklist for a firewall or fail2ban: addresses and
+/// IPv6 /64s, aggregated into ranges where that is exact. Chosen from every trapped record, not
+/// from `/api/trapped`'s first thousand; only the trapped index's own bound
+/// ([`SNAPSHOT_TRAPPED`]) can leave a client out, and then the answer says so (a comment line
+/// and the `X-Quagmire-Left-Out` header).
 pub(crate) async fn blocklist(
     State(app): State<Arc<App>>,
     Extension(admin): Extension<Arc<Admin>>,
@@ -203,9 +219,42 @@ pub(crate) async fn blocklist(
         .filter_map(|client| client.key.network())
         .collect();
     let networks = ipnet::IpNet::aggregate(&networks);
-    let text = if nftables { nftables_sets(&networks) } else { plain_list(&networks) };
+    // A full index may have dropped the oldest trapped clients: said, not hidden.
+    let full = snapshot.trapped.len() >= SNAPSHOT_TRAPPED;
+    let mut text = String::new();
+    if full {
+        text = format!(
+            "# the trapped index is full ({SNAPSHOT_TRAPPED} clients): clients trapped longest ago may be left out\n"
+        );
+    }
+    text.push_str(&if nftables { nftables_sets(&networks) } else { plain_list(&networks) });
     let plain = HeaderValue::from_static("text/plain; charset=utf-8");
-    ([(header::CONTENT_TYPE, plain)], text).into_response()
+    let left_out = HeaderValue::from_static(if full { "unknown" } else { "0" });
+    ([(header::CONTENT_TYPE, plain), (HeaderName::from_static(LEFT_OUT), left_out)], text).into_response()
+}
+
+/// `clients` (highest trap score first) reordered so that each network's (IPv4 /24, IPv6 /48)
+/// most trapped client comes before any network's second, and so on: the order `/api/trapped`
+/// cuts in.
+fn spread_over_networks(mut clients: Vec<ClientSnapshot>) -> Vec<ClientSnapshot> {
+    clients.sort_by(|a, b| b.history.trap_score.total_cmp(&a.history.trap_score));
+    let mut seen: std::collections::HashMap<Option<ipnet::IpNet>, usize> = std::collections::HashMap::new();
+    let mut ranked: Vec<(usize, ClientSnapshot)> = clients
+        .into_iter()
+        .map(|client| {
+            let network = client.key.network().map(|network| {
+                let wide = if matches!(network, ipnet::IpNet::V4(_)) { 24 } else { 48 };
+                ipnet::IpNet::new(network.addr(), wide.min(network.prefix_len()))
+                    .map_or(network, |n| n.trunc())
+            });
+            let count = seen.entry(network).or_default();
+            *count += 1;
+            (*count, client)
+        })
+        .collect();
+    // Stable: within a rank, the higher score first, as sorted above.
+    ranked.sort_by_key(|(rank, _)| *rank);
+    ranked.into_iter().map(|(_, client)| client).collect()
 }
 
 fn plain_list(networks: &[ipnet::IpNet]) -> String {
@@ -297,11 +346,11 @@ async fn take_snapshot(app: &Arc<App>) -> Snapshot {
     if let Some(store) = app.clients.store() {
         let threshold = app.rules.trap_threshold();
         if let Ok(Ok((trapped, over_threshold))) =
-            tokio::time::timeout(STORE_READ, store.most_trapped(MAX_TRAPPED, threshold)).await
+            tokio::time::timeout(STORE_READ, store.most_trapped(SNAPSHOT_TRAPPED, threshold)).await
         {
             return Snapshot {
                 taken: Instant::now(),
-                trapped,
+                trapped: spread_over_networks(trapped),
                 over_threshold,
                 scope: Scope::Shared,
                 entries: app.clients.len(),
@@ -312,7 +361,7 @@ async fn take_snapshot(app: &Arc<App>) -> Snapshot {
     let walker = app.clone();
     let taken = tokio::task::spawn_blocking(move || Snapshot {
         taken: Instant::now(),
-        trapped: walker.clients.most_trapped(MAX_TRAPPED),
+        trapped: spread_over_networks(walker.clients.most_trapped(SNAPSHOT_TRAPPED)),
         over_threshold: walker.clients.count_over(walker.rules.trap_threshold()),
         scope: Scope::Replica,
         entries: walker.clients.len(),

@@ -169,3 +169,39 @@ async fn another_sites_trap_images_trap_none_of_its_readers() {
     }
     assert_eq!(judged(&verdicts, view(crawler, CHROME, "/docs", &[])).await.1, "trap-score");
 }
+
+#[tokio::test]
+async fn decoys_from_one_network_push_no_attacker_off_the_blocklist() {
+    let app = app("");
+    let (verdicts, trap) = (verdict_router(app.clone()), trap_router(app));
+    let (_, _, page) = call(&trap, Request::get("/").header("host", "site.example"), "").await;
+    let link = hrefs(&page).into_iter().find(|href| href.starts_with('/')).unwrap();
+    let walk = |client: String, hits: usize| {
+        let (verdicts, link) = (verdicts.clone(), link.clone());
+        async move {
+            for _ in 0..hits {
+                let asked = Request::get("/verdict")
+                    .header("x-forwarded-for", client.as_str())
+                    .header("x-forwarded-uri", link.as_str())
+                    .header("user-agent", "python-requests/2.31");
+                call(&verdicts, asked, "").await;
+            }
+        }
+    };
+    // 1,040 IPv6 /64s of one /48 with 8 trap hits each, and one real attacker with 6.
+    for n in 0..1040u32 {
+        walk(format!("2001:db8:77:{n:x}::1"), 8).await;
+    }
+    walk("203.0.113.50".to_string(), 6).await;
+
+    let (status, headers, list) = call(&verdicts, Request::get("/api/blocklist"), "").await;
+    assert_eq!(status, 200);
+    assert!(list.lines().any(|line| line == "203.0.113.50"), "{list}");
+    assert!(list.lines().any(|line| line.starts_with("2001:db8:77:")), "{list}");
+    assert_eq!(headers["x-quagmire-left-out"], "0");
+    // /api/trapped's thousand: the attacker's network among them, and the cut said.
+    let (_, headers, trapped) = call(&verdicts, Request::get("/api/trapped?limit=1000"), "").await;
+    assert!(trapped.contains("\"203.0.113.50\""), "the attacker is on /api/trapped");
+    // 1,040 decoys, the attacker, and the loopback peer that fetched the first trap page.
+    assert_eq!(headers["x-quagmire-left-out"], "42");
+}
