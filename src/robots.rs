@@ -35,6 +35,14 @@ const MAX_LINE_BYTES: usize = 16 << 10;
 /// `Allow` and `Disallow` rules kept at most, over all groups (a rule in a block naming several
 /// agents counts once per agent): 512 KiB of pathological file cannot become gigabytes.
 const MAX_RULES: usize = 100_000;
+/// Bytes of the URI a rule is matched against: crawlers cut URLs far shorter (the longest a
+/// browser takes is about 2 KB, Google's crawlers 2 KB), and a longer one is for no page.
+pub(crate) const MAX_MATCHED_URI: usize = 4096;
+/// Bytes one answer may compare, over all the rules it tries: matching is linear (at most the
+/// URI's and the pattern's lengths per rule), and this bounds the sum, so a file written to be
+/// slow (100,000 `Disallow: /*…` lines) costs a verdict about a millisecond at most. An answer
+/// past it is "none", as if the host had no robots.txt.
+const MATCH_BUDGET: usize = 4 << 20;
 /// The User-Agent quagmire fetches robots.txt with.
 const USER_AGENT: &str = concat!("quagmire/", env!("CARGO_PKG_VERSION"), " (robots.txt)");
 
@@ -125,18 +133,23 @@ impl Rule {
         Rule { pattern: Box::from(pattern), allow, line, literal_prefix, literal_suffix }
     }
 
-    fn matches(&self, path: &[u8]) -> bool {
+    /// Whether the rule matches `path`, spending from `budget` what it compares (`None`: the
+    /// budget ran out before it could say).
+    fn matches(&self, path: &[u8], budget: &mut usize) -> Option<bool> {
         let pattern = self.pattern.as_bytes();
+        // The cheap checks first: most rules are settled by their literal prefix.
+        *budget = budget.checked_sub(self.literal_prefix.min(path.len()) + 1)?;
         if !path.starts_with(&pattern[..self.literal_prefix]) {
-            return false;
+            return Some(false);
         }
         if self.literal_suffix > 0 {
             let body = &pattern[..pattern.len() - 1];
             if !path.ends_with(&body[body.len() - self.literal_suffix..]) {
-                return false;
+                return Some(false);
             }
         }
-        matches(path, pattern)
+        *budget = budget.checked_sub(path.len() + pattern.len())?;
+        Some(matches(path, pattern))
     }
 }
 
@@ -183,11 +196,20 @@ impl RobotsTxt {
         if uri == "/robots.txt" {
             return answer(RobotsCheck::Allowed, 0);
         }
-        match group.rules.iter().find(|rule| rule.matches(uri.as_bytes())) {
-            Some(rule) if !rule.allow => answer(RobotsCheck::Disallowed, rule.line),
-            Some(rule) => answer(RobotsCheck::Allowed, rule.line),
-            None => answer(RobotsCheck::Allowed, 0),
+        let path = &uri.as_bytes()[..uri.len().min(MAX_MATCHED_URI)];
+        let mut budget = MATCH_BUDGET;
+        for rule in &group.rules {
+            match rule.matches(path, &mut budget) {
+                Some(false) => {}
+                Some(true) if !rule.allow => return answer(RobotsCheck::Disallowed, rule.line),
+                Some(true) => return answer(RobotsCheck::Allowed, rule.line),
+                None => {
+                    tracing::debug!(source = %self.source, "robots.txt matching ran out of its budget");
+                    return RobotsAnswer { check: RobotsCheck::None, group: None, line: 0 };
+                }
+            }
         }
+        answer(RobotsCheck::Allowed, 0)
     }
 
     /// The rule at `line`, as a robots.txt line (`Disallow: /private/`), for `explain`.
@@ -203,7 +225,13 @@ impl RobotsTxt {
             .iter()
             .filter(|group| &*group.name != "*")
             .filter(|group| {
-                group.rules.iter().find(|rule| rule.matches(path.as_bytes())).is_none_or(|rule| rule.allow)
+                // Off the request path (trap-path warnings): no budget.
+                let mut unbounded = usize::MAX;
+                group
+                    .rules
+                    .iter()
+                    .find(|rule| rule.matches(path.as_bytes(), &mut unbounded) == Some(true))
+                    .is_none_or(|rule| rule.allow)
             })
             .map(|group| group.name.clone())
             .collect()
@@ -325,40 +353,43 @@ fn cut_lines(text: &str) -> std::borrow::Cow<'_, str> {
 }
 
 /// Whether `path` matches `pattern` from its start: `*` matches any run of bytes, a `$` at the
-/// end anchors the pattern to the path's end (elsewhere it is a byte like any other). Backtracks
-/// only to the last `*`, so the cost is at most the product of the lengths.
+/// end anchors the pattern to the path's end (elsewhere it is a byte like any other).
+///
+/// In time linear in the two lengths: the pattern is literal pieces between `*`s; the first must
+/// start the path, the last (when anchored) end it, and each one between is taken at its
+/// leftmost place after the one before, which is never worse than any later place (whatever the
+/// later pieces match after a later place, they match after the leftmost too). Each search is
+/// `memmem`'s, linear in what it scans, and the scans do not overlap.
 fn matches(path: &[u8], pattern: &[u8]) -> bool {
     let (pattern, anchored) = match pattern.split_last() {
         Some((b'$', rest)) => (rest, true),
         _ => (pattern, false),
     };
-    let (mut p, mut s) = (0, 0);
-    // The last `*` seen, and the path position it is trying to match up to.
-    let mut star: Option<(usize, usize)> = None;
-    loop {
-        if p == pattern.len() {
-            if !anchored || s == path.len() {
-                return true;
-            }
-        } else if pattern[p] == b'*' {
-            star = Some((p, s));
-            p += 1;
-            continue;
-        } else if s < path.len() && pattern[p] == path[s] {
-            p += 1;
-            s += 1;
-            continue;
+    let mut pieces = pattern.split(|&b| b == b'*');
+    let first = pieces.next().unwrap_or_default();
+    let Some(rest) = path.strip_prefix(first) else { return false };
+    let middle: Vec<&[u8]> = pieces.collect();
+    let Some((&last, middle)) = middle.split_last() else {
+        // No `*`: the pattern is its literal prefix.
+        return !anchored || rest.is_empty();
+    };
+    // When anchored, the last piece must end the path, after everything before it.
+    let end = if anchored {
+        if rest.len() < last.len() || !rest.ends_with(last) {
+            return false;
         }
-        // A mismatch (or an anchored end not reached): let the last `*` take one more byte.
-        match star {
-            Some((star_p, star_s)) if star_s < path.len() => {
-                star = Some((star_p, star_s + 1));
-                p = star_p + 1;
-                s = star_s + 1;
-            }
-            _ => return false,
+        rest.len() - last.len()
+    } else {
+        rest.len()
+    };
+    let mut searched = &rest[..end];
+    for piece in middle.iter().chain((!anchored).then_some(&last)) {
+        match memchr::memmem::find(searched, piece) {
+            Some(at) => searched = &searched[at + piece.len()..],
+            None => return false,
         }
     }
+    true
 }
 
 /// What `text` says of `uri` for `user_agent`: the whole of parsing and matching, for the fuzz
