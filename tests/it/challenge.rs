@@ -549,3 +549,66 @@ async fn a_client_that_never_answers_is_trapped_and_the_pages_links_lead_into_th
     }
     assert!(origin_pages(&site.seen).is_empty(), "a client without a pass reached the origin");
 }
+
+/// Another site (served as `http://localhost:PORT/`, so another site than the deployment's
+/// 127.0.0.1) whose page embeds `images`; the page's title becomes "loaded" once every image has
+/// loaded or failed.
+async fn start_foreign_site(images: Vec<String>) -> String {
+    let tags: String = images.iter().map(|src| format!("<img src=\"{src}\" alt=\"\">")).collect();
+    let html = format!(
+        "<!doctype html><html><head><title>elsewhere</title></head><body><h1>elsewhere</h1>{tags}\
+         <script>let left = document.images.length; for (const image of document.images) {{ \
+         const done = () => {{ if (--left === 0) document.title = 'loaded'; }}; \
+         if (image.complete) done(); else {{ image.onload = done; image.onerror = done; }} }}</script></body></html>"
+    );
+    let router = axum::Router::new().route(
+        "/",
+        axum::routing::get(move || {
+            let html = html.clone();
+            async move { ([(header::CONTENT_TYPE, "text/html; charset=utf-8")], html) }
+        }),
+    );
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    tokio::spawn(async move { axum::serve(listener, router).await });
+    format!("http://localhost:{port}/")
+}
+
+#[tokio::test]
+async fn a_foreign_page_full_of_trap_images_traps_none_of_its_readers() {
+    let Some(site) = deploy("caddy", "caddy/transparent.Caddyfile", WIRING).await else { return };
+    let Some(browser) = Browser::start(true).await else { return };
+    // A reader earns a pass on the site.
+    browser.go(&format!("{}/page/1", site.base)).await;
+    assert!(is_origin(&browser.past_the_challenge(Duration::from_secs(30)).await, 1));
+    // Someone collects trap URLs from the public trap (from another address) and puts six of
+    // them as images on another site.
+    let (_, trap_page) = view(&site, "127.0.0.9".parse().unwrap(), "/trap/archive/", "").await;
+    let images: Vec<String> = crate::support::hrefs(&trap_page)
+        .into_iter()
+        .filter(|href| href.starts_with('/') && !href.starts_with("//"))
+        .take(6)
+        .map(|href| format!("{}{href}", site.base))
+        .collect();
+    assert_eq!(images.len(), 6, "{trap_page}");
+    let foreign = start_foreign_site(images).await;
+    // The reader opens that page: Chromium fetches the six images, cross-site.
+    browser.go(&foreign).await;
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !browser.source().await.contains("<title>loaded</title>") {
+        assert!(Instant::now() < deadline, "the foreign page's images did not finish loading");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    // The reader's next page is the site's, and so is everyone else's at that address: nobody
+    // there has a trap hit on record.
+    browser.go(&format!("{}/page/2", site.base)).await;
+    let source = browser.source().await;
+    assert!(is_origin(&source, 2), "the reader was trapped after another site's images:\n{source}");
+    assert_eq!(outcome(&site, "127.0.0.1", "/page/3", "").await, "challenge");
+    let (_, _, metrics) =
+        crate::support::get(&format!("http://{}/metrics", site.server.verdict), "quagmire").await;
+    let hits =
+        metrics.lines().filter(|line| line.starts_with("quagmire_trap_hits_total")).collect::<Vec<_>>();
+    // The collector's own walk of the trap is the only hit on record.
+    assert!(hits.iter().all(|line| line.ends_with(" 1") || line.ends_with(" 0")), "{hits:?}");
+}
