@@ -304,10 +304,14 @@ impl Rules {
     /// [`inline`]), else on a rule worker. Never fails and never waits past the deadlines in
     /// [`pool`]: a rule that errors, runs over a limit or gets stuck gets the fail mode.
     pub async fn judge(&self, facts: Arc<Facts>) -> Decision {
-        if let Some(decision) = self.judge_inline(&facts) {
+        let inline = self.judge_inline(&facts);
+        if let inline::Inline::Answered(decision) = inline {
             return decision;
         }
         let answer = self.pool.evaluate(facts, false).await;
+        if matches!(inline, inline::Inline::Escalated) {
+            self.inline.shut();
+        }
         self.answered(answer).0
     }
 
@@ -322,12 +326,17 @@ impl Rules {
     /// the rules go to a worker.
     pub fn judge_blocking(&self, facts: Arc<Facts>) -> Decision {
         match self.judge_inline(&facts) {
-            Some(decision) => decision,
-            None => self.evaluate_shared(facts),
+            inline::Inline::Answered(decision) => decision,
+            inline::Inline::Passed => self.evaluate_shared(facts),
+            inline::Inline::Escalated => {
+                let decision = self.evaluate_shared(facts);
+                self.inline.shut();
+                decision
+            }
         }
     }
 
-    fn judge_inline(&self, facts: &Facts) -> Option<Decision> {
+    fn judge_inline(&self, facts: &Facts) -> inline::Inline {
         self.inline.evaluate(self.owner(), &self.current.load(), facts)
     }
 

@@ -19,8 +19,10 @@
 //! - loading the script into this thread's state: at most [`SETUP`]; a script that takes
 //!   longer is never built here, and its verdicts go to the workers.
 //!
-//! After an escalation the lane stays shut for [`PAUSE`], so a ruleset that keeps running over
-//! the inline limits pays them about once a second rather than on every request.
+//! After an escalation the lane stays shut for [`PAUSE`] from when the worker has answered the
+//! escalated request (a slow evaluation there may take longer than the pause itself), so a
+//! ruleset that keeps running over the inline limits pays them about once a second rather than
+//! on every request.
 
 use std::panic::AssertUnwindSafe;
 use std::sync::LazyLock;
@@ -88,15 +90,15 @@ impl InlineLane {
         }
     }
 
-    /// Evaluates `facts` on this thread; `None` when the lane is shut or the evaluation went over
-    /// the inline limits, and a rule worker must decide. `owner` tells this `Rules`' states from
-    /// another's.
-    pub(super) fn evaluate(&self, owner: usize, compiled: &Compiled, facts: &Facts) -> Option<Decision> {
+    /// Evaluates `facts` on this thread; [`Inline::Answered`] unless the lane is shut or the
+    /// evaluation went over the inline limits, and a rule worker must decide. `owner` tells this
+    /// `Rules`' states from another's.
+    pub(super) fn evaluate(&self, owner: usize, compiled: &Compiled, facts: &Facts) -> Inline {
         let shut_until = self.shut_until.load(Ordering::Relaxed);
         if shut_until != 0 {
             if nanos_since_epoch() < shut_until {
                 self.passed.fetch_add(1, Ordering::Relaxed);
-                return None;
+                return Inline::Passed;
             }
             self.shut_until.store(0, Ordering::Relaxed);
         }
@@ -133,20 +135,36 @@ impl InlineLane {
         match outcome {
             Outcome::Answered(decision) => {
                 self.answered.fetch_add(1, Ordering::Relaxed);
-                Some(decision)
+                Inline::Answered(decision)
             }
             Outcome::Escalated => {
                 self.escalated.fetch_add(1, Ordering::Relaxed);
-                let until = nanos_since_epoch() + u64::try_from(PAUSE.as_nanos()).unwrap_or(u64::MAX);
-                self.shut_until.store(until, Ordering::Relaxed);
-                None
+                self.shut();
+                Inline::Escalated
             }
             Outcome::NotBuilt => {
                 self.passed.fetch_add(1, Ordering::Relaxed);
-                None
+                Inline::Passed
             }
         }
     }
+
+    /// Shuts the lane for [`PAUSE`] from now: at an escalation, and again once the worker has
+    /// answered the escalated request.
+    pub(super) fn shut(&self) {
+        let until = nanos_since_epoch() + u64::try_from(PAUSE.as_nanos()).unwrap_or(u64::MAX);
+        self.shut_until.store(until, Ordering::Relaxed);
+    }
+}
+
+/// What the lane did with a verdict.
+pub(super) enum Inline {
+    /// Answered it.
+    Answered(Decision),
+    /// Ran over its limits: a worker decides, and the lane is shut.
+    Escalated,
+    /// Sent it on to a worker without trying (shut, or the script is not built here).
+    Passed,
 }
 
 enum Outcome {

@@ -417,10 +417,12 @@ fn abandoning_workers_past_the_cap_leaves_the_pool_at_full_strength_once_they_en
 
 #[test]
 fn a_panicking_evaluation_gets_the_fail_mode_and_leaves_the_pool_at_full_strength() {
+    // A generous time limit: the deadlines a caller waits by follow from it, and on a busy
+    // machine a worker may wait longer than 50 ms for a core; this test is about the panic.
     let rules = rules_with(
         r#"return { { name = "ok", check = function(r) return "allow", "ok" end } }"#,
         FailMode::Closed,
-        limits(),
+        Limits { time: Duration::from_secs(2), ..limits() },
     )
     .unwrap();
     for _ in 0..3 {
@@ -430,7 +432,14 @@ fn a_panicking_evaluation_gets_the_fail_mode_and_leaves_the_pool_at_full_strengt
         assert_eq!(decision.failures[0].kind, FailureKind::Panic);
         assert!(decision.reason.contains("the rules panicked"), "{decision:?}");
         assert_eq!(rules.evaluate(&Request::browser(CHROME).facts()).reason, "ok");
-        assert_eq!((rules.pool_stats().active, rules.pool_stats().abandoned), (1, 0));
+        // The worker whose evaluation panicked may still be unwinding, or its replacement
+        // starting: wait (bounded) for the pool to be whole again.
+        let deadline = Instant::now() + Duration::from_secs(30);
+        let whole = || (rules.pool_stats().active, rules.pool_stats().abandoned) == (1, 0);
+        while !whole() {
+            assert!(Instant::now() < deadline, "{:?}", rules.pool_stats());
+            std::thread::yield_now();
+        }
     }
 }
 
