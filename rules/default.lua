@@ -36,9 +36,7 @@
 -- r.pass is the valid pass the request carries (config: challenge { }), or nil: a table with id,
 -- earned ("work" or "wait"), age (seconds), networks (IPv4 /24s and IPv6 /48s it was used from in
 -- the burn window), trap_hits, trap_score and request_rate (its own, across every address it was
--- used from), rechallenge ("pace" when read faster than its page pace's burst, "budget" past its
--- day's pages: ask again; nil while within both), and burned (why it is burned: "trap_hits",
--- "networks" or "pages"; nil while good).
+-- used from), and burned (why it is burned: "trap_hits", "networks" or "pages"; nil while good).
 -- r.pass_burned is that same reason without building the table (nil without a pass or while good).
 -- r.challenges is how many challenges the client was shown since it last answered one.
 --
@@ -213,19 +211,6 @@ return {
     end,
   },
   {
-    -- A pass read faster than its pace allows (a burst of tabs, a quick scroll through an index)
-    -- or past its day's budget is a question, not a sentence: its holder is asked again, and
-    -- reads on with the new pass once the browser has answered. Only page views are asked; the
-    -- page's images and fetch() calls carry on.
-    name = "pass-over-pace",
-    check = function(r)
-      local pass = r.pass
-      if pass and pass.rechallenge and asks_for_page(r) and is_page(r) then
-        return "challenge", "pass over its " .. pass.rechallenge
-      end
-    end,
-  },
-  {
     -- A browser answers a challenge by itself within seconds. A client shown one again and again
     -- without answering is a program reading the page rather than running it.
     name = "unanswered-challenges",
@@ -339,11 +324,9 @@ return {
     -- office and mobile networks. From those networks many people can share one address (carrier
     -- NAT, offices), so there the rate is only marked (r.rate_limited, and the
     -- quagmire_rate_limited_requests_total metric), never trapped by default.
-    -- A request with a good pass is judged by its pass (its own pace, trap hits and networks),
-    -- not by its address's quota, which counts pass-less traffic only.
     name = "datacenter-over-quota",
     check = function(r)
-      if r.rate_limited and r.asn and r.pass == nil and datacenter_asns:find(r.asn) then
+      if r.rate_limited and r.asn and datacenter_asns:find(r.asn) then
         return "trap", format("over the request quota from AS%d", r.asn)
       end
     end,

@@ -49,17 +49,6 @@ const ANSWERING_NETWORKS: u64 = 50_000;
 /// path's own quota (an office behind one address needs a few a day; a network minting passes
 /// by the hundred is refused, and only it), and what bounds each network's memory of used ids.
 pub(crate) const ANSWERS_PER_NETWORK: usize = 64;
-/// Page views one pass may make in [`DAY`] before it is asked again: a person reads a few hundred
-/// pages on a long day; at the burn pace a pass could read 43,000. Spent, the pass is
-/// re-challenged (a new pass starts a new budget), never burned.
-pub(crate) const PAGES_PER_DAY: u32 = 2000;
-/// The window [`PAGES_PER_DAY`] is counted in.
-const DAY: Duration = Duration::from_secs(24 * 3600);
-/// How far ahead of the reading pace a pass may run before it is burned: the page pace's burst
-/// (`burn-page-burst`) earns a re-challenge, a person's burst of tabs included; reading on past
-/// it, without answering, for this long at the pace (5 minutes: 150 page views over the pace at
-/// the default 30 a minute) is a pace no person keeps.
-pub(crate) const BURN_AHEAD: Duration = Duration::from_secs(5 * 60);
 /// Passes whose networks and page pace are tracked per replica.
 const PASS_RECORDS: u64 = 100_000;
 /// Clients (address and User-Agent) whose unanswered challenges are counted.
@@ -272,9 +261,6 @@ pub(crate) struct PassUse {
     pub burned: Option<&'static str>,
     /// Whether this use burned it on this replica (so the burn is counted and recorded once).
     pub newly_burned: bool,
-    /// Why its holder should answer a challenge again before reading on (`pace`: faster than
-    /// the page pace's burst; `budget`: [`PAGES_PER_DAY`] spent), or `None`.
-    pub rechallenge: Option<&'static str>,
 }
 
 /// Issues and checks challenges, mints and reads passes, and keeps per-replica pass records.
@@ -314,12 +300,8 @@ struct Unanswered {
 struct PassRecord {
     /// (family, network bits, last seen), at most `networks + 1` entries.
     networks: Vec<(u8, u128, Instant)>,
-    /// The page quota's theoretical arrival time (GCRA, as the client quota). Every page view
-    /// moves it on, those over the pace too, so reading on without answering runs it ahead.
+    /// The page quota's theoretical arrival time (GCRA, as the client quota).
     page_due: Instant,
-    /// When the current day's page budget started, and the page views in it.
-    day_started: Instant,
-    day_pages: u32,
     burned: bool,
 }
 
@@ -577,13 +559,7 @@ impl Challenger {
     ) -> PassUse {
         let burn = &self.config.burn;
         let record = self.passes.get_with(id, || {
-            Arc::new(Mutex::new(PassRecord {
-                networks: Vec::new(),
-                page_due: at,
-                day_started: at,
-                day_pages: 0,
-                burned: false,
-            }))
+            Arc::new(Mutex::new(PassRecord { networks: Vec::new(), page_due: at, burned: false }))
         });
         let mut record = record.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
         let (family, network) = network_of(address);
@@ -600,23 +576,14 @@ impl Challenger {
                 record.networks.push((family, network, at));
             }
         }
-        let (mut pages_over, mut rechallenge) = (false, None);
+        let mut pages_over = false;
         if page_view {
             let interval = Duration::from_secs(60) / burn.pages_per_minute.max(1);
             let tolerance = interval * burn.page_burst.max(1).saturating_sub(1);
-            let ahead = record.page_due.saturating_duration_since(at);
-            if ahead > BURN_AHEAD.max(tolerance) {
+            if record.page_due.saturating_duration_since(at) > tolerance {
                 pages_over = true;
-            } else if ahead > tolerance {
-                rechallenge = Some("pace");
-            }
-            record.page_due = record.page_due.max(at) + interval;
-            if at.saturating_duration_since(record.day_started) > DAY {
-                (record.day_started, record.day_pages) = (at, 0);
-            }
-            record.day_pages = record.day_pages.saturating_add(1);
-            if rechallenge.is_none() && record.day_pages > PAGES_PER_DAY {
-                rechallenge = Some("budget");
+            } else {
+                record.page_due = record.page_due.max(at) + interval;
             }
         }
         let networks = record.networks.len() as u32;
@@ -634,7 +601,7 @@ impl Challenger {
         };
         let newly_burned = burned.is_some() && !record.burned;
         record.burned |= burned.is_some();
-        PassUse { networks, burned, newly_burned, rechallenge: rechallenge.filter(|_| burned.is_none()) }
+        PassUse { networks, burned, newly_burned }
     }
 
     fn challenged_key(&self, address: IpAddr, user_agent: &str) -> Challenged {

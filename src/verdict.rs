@@ -236,15 +236,9 @@ fn facts(app: &App, mut request: ForwardedRequest) -> Facts {
     }
     let geo = app.geo.lookup(address);
     let user_agent = request.header("user-agent").unwrap_or("");
-    let pass = pass_facts(app, &request, address, trap_hit, &geo, at);
-    // A good pass is the client: its record counted this request. The address's quota counts
-    // pass-less traffic, so that dozens of people behind one VPN address, each holding a pass,
-    // never put it over (and are never judged by it).
-    let history = match &pass {
-        Some(pass) if pass.burned.is_none() => app.clients.history_at(key, at),
-        _ => app.clients.observe_request_at(key, user_agent, &geo, at),
-    };
+    let history = app.clients.observe_request_at(key, user_agent, &geo, at);
     let challenges = app.challenges.unanswered(address, user_agent, at);
+    let pass = pass_facts(app, &request, address, trap_hit, &geo, at);
     // A guard, not a clone of the `Arc`: no write to the count every thread shares.
     let compiled = app.rules.compiled();
     if history.rate_limited {
@@ -335,7 +329,6 @@ fn pass_facts(
         networks: used.networks,
         history,
         burned: used.burned,
-        rechallenge: used.rechallenge,
     })
 }
 

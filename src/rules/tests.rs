@@ -307,7 +307,6 @@ fn pass(burned: Option<&'static str>) -> crate::claims::PassFacts {
         networks: 1,
         history: History::default(),
         burned,
-        rechallenge: None,
     }
 }
 
