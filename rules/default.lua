@@ -10,6 +10,10 @@
 -- r.user_agent, r.ip, r.key (the client key: address or IPv6 /64), r.asn, r.asn_org,
 -- r.country, r.trap_hits, r.trap_score (decayed trap hits), r.request_rate, r.rate_limited,
 -- r.is_trap_url, and r:header(name) for any header, case-insensitively.
+-- r.trap_hits, r.request_rate and r.rate_limited are the address's (its IPv6 /64's): a request
+-- with a good pass is not counted on them (its pass's own record counts it, in r.pass), so the
+-- address's quota counts pass-less traffic only, and dozens of people holding passes behind one
+-- VPN address never put it over.
 -- r.uri and r.path are the path as the origin reads it: dot segments resolved (`/a/../b` is
 -- `/b`, `%2e%2e` too), escapes of unreserved characters decoded, `%2F` and `\` read as `/`,
 -- `;parameters` dropped and empty segments merged; r.dot_segments is true when the raw path had
@@ -36,7 +40,10 @@
 -- r.pass is the valid pass the request carries (config: challenge { }), or nil: a table with id,
 -- earned ("work" or "wait"), age (seconds), networks (IPv4 /24s and IPv6 /48s it was used from in
 -- the burn window), trap_hits, trap_score and request_rate (its own, across every address it was
--- used from), and burned (why it is burned: "trap_hits", "networks" or "pages"; nil while good).
+-- used from), rechallenge ("pace" when read faster than its page pace's burst, "budget" past its
+-- day's pages, "crowd" when faster than its share of a crowded datacenter address or network:
+-- ask again; nil otherwise), and burned (why it is burned: "trap_hits",
+-- "networks" or "pages"; nil while good).
 -- r.pass_burned is that same reason without building the table (nil without a pass or while good).
 -- r.challenges is how many challenges the client was shown since it last answered one.
 --
@@ -211,6 +218,20 @@ return {
     end,
   },
   {
+    -- A pass read faster than its pace allows (a burst of tabs, a quick scroll through an index),
+    -- past its day's budget, or faster than its share where a datacenter address's or network's
+    -- pass holders together read more than people do, is a question, not a sentence: its holder is asked again, and
+    -- reads on with the new pass once the browser has answered. Only page views are asked; the
+    -- page's images and fetch() calls carry on.
+    name = "pass-over-pace",
+    check = function(r)
+      local pass = r.pass
+      if pass and pass.rechallenge and asks_for_page(r) and is_page(r) then
+        return "challenge", "pass over its " .. pass.rechallenge
+      end
+    end,
+  },
+  {
     -- A browser answers a challenge by itself within seconds. A client shown one again and again
     -- without answering is a program reading the page rather than running it.
     name = "unanswered-challenges",
@@ -324,9 +345,11 @@ return {
     -- office and mobile networks. From those networks many people can share one address (carrier
     -- NAT, offices), so there the rate is only marked (r.rate_limited, and the
     -- quagmire_rate_limited_requests_total metric), never trapped by default.
+    -- A request with a good pass is judged by its pass (its own pace, trap hits and networks),
+    -- not by its address's quota, which counts pass-less traffic only.
     name = "datacenter-over-quota",
     check = function(r)
-      if r.rate_limited and r.asn and datacenter_asns:find(r.asn) then
+      if r.rate_limited and r.asn and r.pass == nil and datacenter_asns:find(r.asn) then
         return "trap", format("over the request quota from AS%d", r.asn)
       end
     end,

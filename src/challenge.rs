@@ -10,14 +10,20 @@
 //!   with `difficulty` zero bits: one hash to check) or, without JavaScript, the token alone once
 //!   the wait has passed since its issue.
 //! - A **pass** is a cookie holding its id, issue and expiry times and how it was earned, MAC'd
-//!   with a second derived key: any replica with the same secret verifies it without a store.
+//!   with a second derived key: any replica with the same secret verifies it without a store. A
+//!   pass minted at its network's turn ([`economy`]) is issued for that time, and good from then.
 //! - The pass is an **identity**: the verdict keeps its behaviour under its own client key
 //!   ([`crate::client::ClientKey::pass`]), and this module keeps, per replica, the networks it was used from and
 //!   its page-view pace. A pass whose holders walk the trap, use it from more networks in a
-//!   window than one person's devices would, or read faster than any reader, is **burned**.
+//!   window than one person's devices would, or read on far ahead of any reader's pace, is
+//!   **burned**. One read faster than its pace's burst, past its day's pages, or faster than its
+//!   share of a crowded network's reading is **asked again**: a question, not a sentence.
+//! - What a pass costs depends on its network, and how fast a crowd of pass holders may read
+//!   depends on the crowd: [`economy`].
 //!
 //! The page itself is in [`page`]; the HTTP handlers are in `http/challenge.rs`.
 
+pub(crate) mod economy;
 pub(crate) mod page;
 #[cfg(test)]
 mod tests;
@@ -36,6 +42,7 @@ use sha2::{Digest, Sha256};
 
 use crate::claims::Earned;
 use crate::client::KeyHasher;
+use economy::{Decaying, Economy, RATE_WINDOW, Turn};
 
 /// How long a challenge may be answered after it is issued.
 pub(crate) const CHALLENGE_LIFETIME: Duration = Duration::from_secs(10 * 60);
@@ -49,6 +56,17 @@ const ANSWERING_NETWORKS: u64 = 50_000;
 /// path's own quota (an office behind one address needs a few a day; a network minting passes
 /// by the hundred is refused, and only it), and what bounds each network's memory of used ids.
 pub(crate) const ANSWERS_PER_NETWORK: usize = 64;
+/// Page views one pass may make in [`DAY`] before it is asked again: a person reads a few hundred
+/// pages on a long day; at the burn pace a pass could read 43,000. Spent, the pass is
+/// re-challenged (a new pass starts a new budget), never burned.
+pub(crate) const PAGES_PER_DAY: u32 = 2000;
+/// The window [`PAGES_PER_DAY`] is counted in.
+const DAY: Duration = Duration::from_secs(24 * 3600);
+/// How far ahead of the reading pace a pass may run before it is burned: the page pace's burst
+/// (`burn-page-burst`) earns a re-challenge, a person's burst of tabs included; reading on past
+/// it, without answering, for this long at the pace (5 minutes: 150 page views over the pace at
+/// the default 30 a minute) is a pace no person keeps.
+pub(crate) const BURN_AHEAD: Duration = Duration::from_secs(5 * 60);
 /// Passes whose networks and page pace are tracked per replica.
 const PASS_RECORDS: u64 = 100_000;
 /// Clients (address and User-Agent) whose unanswered challenges are counted.
@@ -184,9 +202,10 @@ pub enum AnswerError {
     /// The proof of work does not have the leading zeros.
     #[error("the proof of work is wrong")]
     WrongWork,
-    /// This network had [`ANSWERS_PER_NETWORK`] answers accepted within a challenge's lifetime.
+    /// This network had [`ANSWERS_PER_NETWORK`] answers accepted within a challenge's lifetime,
+    /// or its turns are booked [`economy::LONGEST_TURN`] ahead: try again in this long.
     #[error("too many answers from your network lately; try again in a few minutes")]
-    Busy,
+    Busy(Duration),
 }
 
 impl AnswerError {
@@ -200,7 +219,7 @@ impl AnswerError {
             AnswerError::OtherClient => "other_client",
             AnswerError::TooEarly => "too_early",
             AnswerError::WrongWork => "wrong_work",
-            AnswerError::Busy => "busy",
+            AnswerError::Busy(_) => "busy",
         }
     }
 }
@@ -210,8 +229,12 @@ impl AnswerError {
 pub struct Answered {
     /// How the pass was earned.
     pub earned: Earned,
+    /// The difficulty bits the network's pressure added to the challenge answered.
+    pub extra_bits: u8,
     /// Time from issue to answer.
     pub solved_in: Duration,
+    /// How long until the pass starts: its network's turn (zero within the network's burst).
+    pub starts_in: Duration,
 }
 
 /// A pass read from a cookie.
@@ -238,6 +261,8 @@ pub enum PassCheck {
     Invalid,
     /// A pass past its expiry: no pass.
     Expired,
+    /// A pass whose turn has not come: it starts in this many seconds.
+    Early(u64),
 }
 
 impl PassCheck {
@@ -248,6 +273,7 @@ impl PassCheck {
             PassCheck::Valid(_) => Some("valid"),
             PassCheck::Invalid => Some("invalid"),
             PassCheck::Expired => Some("expired"),
+            PassCheck::Early(_) => Some("early"),
         }
     }
 }
@@ -261,6 +287,10 @@ pub(crate) struct PassUse {
     pub burned: Option<&'static str>,
     /// Whether this use burned it on this replica (so the burn is counted and recorded once).
     pub newly_burned: bool,
+    /// Why its holder should answer a challenge again before reading on (`pace`: faster than
+    /// the page pace's burst; `budget`: [`PAGES_PER_DAY`] spent; `crowd`: faster than its share
+    /// of its address's or network's readers, see [`economy`]), or `None`.
+    pub rechallenge: Option<&'static str>,
 }
 
 /// Issues and checks challenges, mints and reads passes, and keeps per-replica pass records.
@@ -272,6 +302,8 @@ pub struct Challenger {
     used: Cache<(u8, u128), Arc<Mutex<UsedIds>>, KeyHasher>,
     /// Per pass: the networks it was used from and its page pace.
     passes: Cache<u128, Arc<Mutex<PassRecord>>>,
+    /// Per network and address: what passes cost there and how fast their holders read.
+    economy: Economy,
     /// Per challenged client (its exact address and its User-Agent, as a challenge is bound):
     /// challenges issued since its last answer, and when the first was.
     unanswered: Cache<Challenged, Arc<Unanswered>, KeyHasher>,
@@ -300,8 +332,14 @@ struct Unanswered {
 struct PassRecord {
     /// (family, network bits, last seen), at most `networks + 1` entries.
     networks: Vec<(u8, u128, Instant)>,
-    /// The page quota's theoretical arrival time (GCRA, as the client quota).
+    /// The page quota's theoretical arrival time (GCRA, as the client quota). Every page view
+    /// moves it on, those over the pace too, so reading on without answering runs it ahead.
     page_due: Instant,
+    /// When the current day's page budget started, and the page views in it.
+    day_started: Instant,
+    day_pages: u32,
+    /// Page views read (not those asked again), a minute.
+    pages: Decaying,
     burned: bool,
 }
 
@@ -330,6 +368,7 @@ impl Challenger {
                 .time_to_live(UNANSWERED_MEMORY)
                 .build_with_hasher(KeyHasher::default()),
             agent_hasher: KeyHasher::default(),
+            economy: Economy::default(),
             config,
         }
     }
@@ -339,15 +378,35 @@ impl Challenger {
         &self.config
     }
 
+    /// The networks (as text, /24 or /48) whose passes cost the most lately, most first, with
+    /// how many they minted (decayed): at most `count`.
+    pub(crate) fn most_pressed(&self, count: usize) -> Vec<(String, f64)> {
+        self.economy
+            .most_pressed(count, Instant::now())
+            .into_iter()
+            .map(|((family, bits), minted)| {
+                let text = if family == 4 {
+                    format!("{}/24", std::net::Ipv4Addr::from(bits as u32))
+                } else {
+                    format!("{}/48", std::net::Ipv6Addr::from(bits))
+                };
+                (text, minted)
+            })
+            .collect()
+    }
+
     /// A fresh challenge for the client at `address` sending `user_agent`.
+    /// Its price is its network's: more work and a longer wait where passes are minted in bulk.
     pub fn issue(&self, address: IpAddr, user_agent: &str, now: SystemTime) -> Issued {
         let binding = Binding::of(address, user_agent);
-        let wait = self.config.wait.as_secs().min(u64::from(u16::MAX)) as u16;
+        let extra = self.economy.extra_bits((binding.family, binding.network), Instant::now());
+        let difficulty = self.config.difficulty.saturating_add(extra).min(64);
+        let wait = economy::wait_for(self.config.wait, extra).as_secs().min(u64::from(u16::MAX)) as u16;
         let mut payload = Vec::with_capacity(CHALLENGE_BYTES + TAG);
         payload.push(CHALLENGE_VERSION);
         payload.extend_from_slice(&rand::rng().random::<u128>().to_le_bytes());
         payload.extend_from_slice(&unix_seconds(now).to_le_bytes());
-        payload.push(self.config.difficulty);
+        payload.push(difficulty);
         payload.extend_from_slice(&wait.to_le_bytes());
         payload.push(binding.family);
         payload.extend_from_slice(&binding.network.to_le_bytes());
@@ -356,7 +415,7 @@ impl Challenger {
         payload.extend_from_slice(&tag);
         Issued {
             token: URL_SAFE_NO_PAD.encode(&payload),
-            difficulty: self.config.difficulty,
+            difficulty,
             wait: Duration::from_secs(u64::from(wait)),
         }
     }
@@ -386,14 +445,22 @@ impl Challenger {
         .render()
     }
 
+    /// The page a browser waits on for its turn: `seconds` from now it goes on to `target`.
+    pub(crate) fn waiting_page(&self, seconds: u64, target: &str, why: &str) -> String {
+        let target = if is_local_target(target) { target } else { "/" };
+        page::Waiting { seconds, target, why, links: [&self.links[0], &self.links[1]] }.render()
+    }
+
     /// Checks an answer to `token`: a proof of work `nonce`, or (`None`) the wait. The client
-    /// answering is the one at `address` sending `user_agent`.
+    /// answering is the one at `address` sending `user_agent`, on a `datacenter` network or not
+    /// (there, past a burst, passes start at the network's turn).
     pub fn answer(
         &self,
         token: &str,
         nonce: Option<&str>,
         address: IpAddr,
         user_agent: &str,
+        datacenter: bool,
         now: SystemTime,
     ) -> Result<Answered, AnswerError> {
         let bytes = URL_SAFE_NO_PAD.decode(token).map_err(|_| AnswerError::Malformed)?;
@@ -452,14 +519,28 @@ impl Challenger {
         }
         used.retain(|&(_, expires)| expires > now_seconds);
         if used.len() >= ANSWERS_PER_NETWORK {
-            return Err(AnswerError::Busy);
+            let first_free = used.iter().map(|&(_, expires)| expires).min().unwrap_or(now_seconds);
+            return Err(AnswerError::Busy(Duration::from_secs(first_free.saturating_sub(now_seconds))));
         }
+        let cost = if earned == Earned::Wait { economy::WAIT_COST } else { 1 };
+        let starts_in =
+            match self.economy.mint((binding.family, binding.network), datacenter, cost, Instant::now()) {
+                Turn::Now => Duration::ZERO,
+                Turn::In(delay) => delay,
+                Turn::Busy(retry) => return Err(AnswerError::Busy(retry)),
+            };
         used.push((id, issued.saturating_add(CHALLENGE_LIFETIME.as_secs()).saturating_add(1)));
         let issued_at = UNIX_EPOCH + Duration::from_secs(issued);
-        Ok(Answered { earned, solved_in: now.duration_since(issued_at).unwrap_or_default() })
+        Ok(Answered {
+            earned,
+            extra_bits: difficulty.saturating_sub(self.config.difficulty),
+            solved_in: now.duration_since(issued_at).unwrap_or_default(),
+            starts_in,
+        })
     }
 
-    /// A new pass, earned as `earned`: the cookie's value.
+    /// A new pass, earned as `earned`, good from `now` (its turn, for a network minting in
+    /// bulk): the cookie's value.
     pub fn mint(&self, earned: Earned, now: SystemTime) -> String {
         let issued = unix_seconds(now);
         let expires = issued.saturating_add(self.config.pass_lifetime.as_secs());
@@ -540,8 +621,12 @@ impl Challenger {
             expires: u64::from_le_bytes(payload[25..33].try_into().expect("8 bytes")),
             earned,
         };
-        if unix_seconds(now) >= pass.expires {
+        let now = unix_seconds(now);
+        if now >= pass.expires {
             return PassCheck::Expired;
+        }
+        if now < pass.issued {
+            return PassCheck::Early(pass.issued - now);
         }
         PassCheck::Valid(pass)
     }
@@ -549,17 +634,26 @@ impl Challenger {
     /// Records a use of pass `id` from `address` at `at` (a page view or not) on this replica,
     /// its holders having `trap_hits`: the networks it was used from in the window, and whether
     /// that, its page pace or its trap hits burn it. A burn stays for as long as the record does.
+    /// On a `datacenter` network, a page view over the pass's share of its crowd is asked again.
     pub(crate) fn observe_pass(
         &self,
         id: u128,
         address: IpAddr,
         page_view: bool,
         trap_hits: u64,
+        datacenter: bool,
         at: Instant,
     ) -> PassUse {
         let burn = &self.config.burn;
         let record = self.passes.get_with(id, || {
-            Arc::new(Mutex::new(PassRecord { networks: Vec::new(), page_due: at, burned: false }))
+            Arc::new(Mutex::new(PassRecord {
+                networks: Vec::new(),
+                page_due: at,
+                day_started: at,
+                day_pages: 0,
+                pages: Decaying::new(at),
+                burned: false,
+            }))
         });
         let mut record = record.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
         let (family, network) = network_of(address);
@@ -576,14 +670,35 @@ impl Challenger {
                 record.networks.push((family, network, at));
             }
         }
-        let mut pages_over = false;
+        let (mut pages_over, mut rechallenge) = (false, None);
         if page_view {
             let interval = Duration::from_secs(60) / burn.pages_per_minute.max(1);
             let tolerance = interval * burn.page_burst.max(1).saturating_sub(1);
-            if record.page_due.saturating_duration_since(at) > tolerance {
+            let ahead = record.page_due.saturating_duration_since(at);
+            if ahead > BURN_AHEAD.max(tolerance) {
                 pages_over = true;
-            } else {
-                record.page_due = record.page_due.max(at) + interval;
+            } else if ahead > tolerance {
+                rechallenge = Some("pace");
+            }
+            record.page_due = record.page_due.max(at) + interval;
+            if at.saturating_duration_since(record.day_started) > DAY {
+                (record.day_started, record.day_pages) = (at, 0);
+            }
+            record.day_pages = record.day_pages.saturating_add(1);
+            if rechallenge.is_none() && record.day_pages > PAGES_PER_DAY {
+                rechallenge = Some("budget");
+            }
+            if rechallenge.is_none() && datacenter {
+                let rate = record.pages.at(at, RATE_WINDOW) + 1.0;
+                let pace = f64::from(burn.pages_per_minute);
+                if self.economy.over_share(address, rate, pace, at) {
+                    rechallenge = Some("crowd");
+                } else {
+                    self.economy.read(address, at);
+                }
+            }
+            if rechallenge.is_none() {
+                record.pages.add(1.0, at, RATE_WINDOW);
             }
         }
         let networks = record.networks.len() as u32;
@@ -601,7 +716,7 @@ impl Challenger {
         };
         let newly_burned = burned.is_some() && !record.burned;
         record.burned |= burned.is_some();
-        PassUse { networks, burned, newly_burned }
+        PassUse { networks, burned, newly_burned, rechallenge: rechallenge.filter(|_| burned.is_none()) }
     }
 
     fn challenged_key(&self, address: IpAddr, user_agent: &str) -> Challenged {

@@ -166,4 +166,7 @@ pub struct PassFacts {
     pub history: crate::client_state::History,
     /// Why it is burned (`trap_hits`, `networks`, `pages`), or `None` while it is good.
     pub burned: Option<&'static str>,
+    /// Why its holder should answer a challenge again before reading on (`pace`, `budget`), or
+    /// `None`.
+    pub rechallenge: Option<&'static str>,
 }

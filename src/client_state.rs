@@ -321,12 +321,21 @@ impl ClientStates {
     /// The history of `key` without recording anything.
     #[cfg(test)]
     pub(crate) fn history(&self, key: ClientKey) -> History {
+        self.history_at(key, Instant::now())
+    }
+
+    /// The history of `key` at `now` without counting a request or creating a record: for a
+    /// request whose good pass is its client (its own record counts it), so that people holding
+    /// passes behind one address do not use up the address's quota. `rate_limited` says whether
+    /// the address's pass-less traffic is over its quota.
+    pub(crate) fn history_at(&self, key: ClientKey, now: Instant) -> History {
         match self.cache.get(&key) {
             Some(record) => {
                 let mut inner = record.inner.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-                let now = Instant::now();
                 inner.decay(now, &self.config);
-                inner.current(now, &self.config)
+                let over = inner.quota_due.saturating_duration_since(now) > self.quota.tolerance;
+                let history = inner.current(now, &self.config);
+                History { rate_limited: over || history.rate_limited, ..history }
             }
             None => History::default(),
         }

@@ -102,6 +102,16 @@ struct ReasonLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct PriceLabels {
+    extra_bits: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct PressedLabels {
+    network: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct RobotsLabels {
     crawler: String,
 }
@@ -206,6 +216,10 @@ pub struct Metrics {
     challenge_solve_seconds: Family<ResultLabels, Histogram, fn() -> Histogram>,
     passes: Family<ResultLabels, Counter>,
     passes_burned: Family<ReasonLabels, Counter>,
+    passes_rechallenged: Family<ReasonLabels, Counter>,
+    passes_minted: Family<PriceLabels, Counter>,
+    pass_turn_seconds: Histogram,
+    network_pressure: Family<PressedLabels, Gauge<f64, std::sync::atomic::AtomicU64>>,
     /// The crawler labels the robots.txt counts use so far (read without a lock).
     /// Per crawler label, its (obeyed, ignored) counters, resolved once: a crawler's request
     /// neither builds a label nor takes the families' lock.
@@ -457,6 +471,32 @@ impl Metrics {
                 "Passes burned, by reason (trap_hits, networks, pages)",
                 Family::default(),
             ),
+            passes_rechallenged: register(
+                r,
+                "passes_rechallenged",
+                "Page views of a good pass asked to answer again, by reason (pace: a burst of tabs; budget: the day's pages; crowd: over its share of a crowded datacenter address or network)",
+                Family::default(),
+            ),
+            passes_minted: register(
+                r,
+                "passes_minted",
+                "Passes minted, by the extra difficulty bits their network's pressure put on the challenge answered",
+                Family::default(),
+            ),
+            pass_turn_seconds: register_in(
+                r,
+                "pass_turn",
+                "How long passes minted past their datacenter network's burst waited for their turn",
+                Unit::Seconds,
+                // 20 s (one turn) to about 17 minutes.
+                Histogram::new(exponential_buckets(20.0, 2.0, 6)),
+            ),
+            network_pressure: register(
+                r,
+                "network_pressure",
+                "Passes minted lately (decaying, half-life 10 minutes) by the ten networks (IPv4 /24, IPv6 /48) minting the most, at scrape time",
+                Family::default(),
+            ),
             robots_counters: ArcSwap::from_pointee(HashMap::new()),
             robots_counters_added: Mutex::new(()),
             asn_labelled: ArcSwap::from_pointee(HashSet::new()),
@@ -510,6 +550,31 @@ impl Metrics {
     /// Counts a pass burned, by reason.
     pub fn pass_burned(&self, reason: &'static str) {
         self.passes_burned.get_or_create(&ReasonLabels { reason }).inc();
+    }
+
+    /// Counts a good pass's page view asked again, by reason.
+    pub fn pass_rechallenged(&self, reason: &'static str) {
+        self.passes_rechallenged.get_or_create(&ReasonLabels { reason }).inc();
+    }
+
+    /// Counts a pass minted for a challenge with `extra_bits` over the base difficulty, starting
+    /// `turn` from now (zero within its network's burst).
+    pub fn pass_minted(&self, extra_bits: u8, turn: Duration) {
+        const LABELS: [&str; 5] = ["0", "1", "2", "3", "4"];
+        let extra_bits = LABELS[usize::from(extra_bits).min(LABELS.len() - 1)];
+        self.passes_minted.get_or_create(&PriceLabels { extra_bits }).inc();
+        if !turn.is_zero() {
+            self.pass_turn_seconds.observe(turn.as_secs_f64());
+        }
+    }
+
+    /// Sets the networks under the most pressure (network, passes minted lately), replacing the
+    /// last scrape's: the label set stays as small as the list.
+    pub fn network_pressure(&self, pressed: &[(String, f64)]) {
+        self.network_pressure.clear();
+        for (network, minted) in pressed {
+            self.network_pressure.get_or_create(&PressedLabels { network: network.clone() }).set(*minted);
+        }
     }
 
     /// Counts a trap page of `bytes`.
@@ -914,6 +979,9 @@ mod tests {
         metrics.challenge_answer("replayed", None);
         metrics.pass("invalid");
         metrics.pass_burned("networks");
+        metrics.pass_rechallenged("crowd");
+        metrics.pass_minted(2, Duration::from_secs(45));
+        metrics.network_pressure(&[("203.0.113.0/24".into(), 120.5)]);
         let text = metrics.render(12, 3, Scope::Replica);
         let expected = [
             "quagmire_crawler_checks_total{check=\"ranges\"} 1",
@@ -960,6 +1028,10 @@ mod tests {
             "quagmire_challenge_solve_seconds_count{result=\"work\"} 1",
             "quagmire_passes_total{result=\"invalid\"} 1",
             "quagmire_passes_burned_total{reason=\"networks\"} 1",
+            "quagmire_passes_rechallenged_total{reason=\"crowd\"} 1",
+            "quagmire_passes_minted_total{extra_bits=\"2\"} 1",
+            "quagmire_pass_turn_seconds_count 1",
+            "quagmire_network_pressure{network=\"203.0.113.0/24\"} 120.5",
             "quagmire_build_info{version=",
         ];
         for expected in expected {
@@ -974,6 +1046,6 @@ mod tests {
                 "no sample of {family} is checked"
             );
         }
-        assert_eq!(families.len(), 40, "{families:?}");
+        assert_eq!(families.len(), 44, "{families:?}");
     }
 }

@@ -35,6 +35,12 @@ use crate::facts::Facts;
 use crate::metrics::Metrics;
 use crate::single_flight::{Entry, Settings, SingleFlight};
 
+/// The `Accept-Signature` (RFC 9421 §5.1) a challenge or a trap answers with: what a Web Bot
+/// Auth signature must cover and say for this module to count it, so that an agent that can
+/// sign identifies itself instead of solving the challenge or walking the trap.
+pub(crate) const ACCEPT_SIGNATURE: &str =
+    r#"sig1=("@authority" "signature-agent");created;expires;keyid;alg="ed25519";tag="web-bot-auth""#;
+
 pub(crate) use crate::claims::{Signature, SignatureCheck};
 
 /// Web Bot Auth (HTTP Message Signatures from agents that sign their requests): whether it is on,

@@ -236,16 +236,20 @@ fn facts(app: &App, mut request: ForwardedRequest) -> Facts {
     }
     let geo = app.geo.lookup(address);
     let user_agent = request.header("user-agent").unwrap_or("");
-    let history = app.clients.observe_request_at(key, user_agent, &geo, at);
-    let challenges = app.challenges.unanswered(address, user_agent, at);
-    let pass = pass_facts(app, &request, address, trap_hit, &geo, at);
     // A guard, not a clone of the `Arc`: no write to the count every thread shares.
     let compiled = app.rules.compiled();
+    let datacenter = || is_datacenter(&compiled, &geo);
+    let pass = pass_facts(app, &request, address, trap_hit, &geo, datacenter, at);
+    // A good pass is the client: its record counted this request. The address's quota counts
+    // pass-less traffic, so that dozens of people behind one VPN address, each holding a pass,
+    // never put it over (and are never judged by it).
+    let history = match &pass {
+        Some(pass) if pass.burned.is_none() => app.clients.history_at(key, at),
+        _ => app.clients.observe_request_at(key, user_agent, &geo, at),
+    };
+    let challenges = app.challenges.unanswered(address, user_agent, at);
     if history.rate_limited {
-        let datacenter = geo.asn.is_some_and(|asn| {
-            matches!(compiled.list(DATACENTER_ASNS), Some(List::Asns(asns)) if asns.find(asn).is_some())
-        });
-        app.metrics.rate_limited(datacenter);
+        app.metrics.rate_limited(datacenter());
     }
     let crawler = app.crawlers.claim(
         compiled.list(CRAWLER_RANGES),
@@ -296,6 +300,7 @@ fn pass_facts(
     address: IpAddr,
     trap_hit: bool,
     geo: &crate::geo::GeoInfo,
+    datacenter: impl FnOnce() -> bool,
     at: Instant,
 ) -> Option<PassFacts> {
     use crate::client::HeaderLines;
@@ -313,7 +318,13 @@ fn pass_facts(
     }
     let mut history =
         app.clients.observe_request_at(key, request.header("user-agent").unwrap_or(""), geo, at);
-    let used = app.challenges.observe_pass(pass.id, address, is_page_view(request), history.trap_hits, at);
+    let page_view = is_page_view(request);
+    // Only a page view asks whether the network is a datacenter's: its share of the crowd.
+    let datacenter = page_view && datacenter();
+    let used = app.challenges.observe_pass(pass.id, address, page_view, history.trap_hits, datacenter, at);
+    if let Some(reason) = used.rechallenge {
+        app.metrics.pass_rechallenged(reason);
+    }
     if let (Some(reason), true) = (used.burned, used.newly_burned) {
         app.metrics.pass_burned(reason);
         let limit = u64::from(app.challenges.config().burn.trap_hits);
@@ -329,7 +340,17 @@ fn pass_facts(
         networks: used.networks,
         history,
         burned: used.burned,
+        rechallenge: used.rechallenge,
     })
+}
+
+/// Whether `geo`'s network is a datacenter's, by the ruleset's `datacenter_asns` list: where
+/// people share addresses by the dozen behind VPNs and gateways, and crawlers rent them by the
+/// hundred.
+pub(crate) fn is_datacenter(compiled: &crate::rules::Compiled, geo: &crate::geo::GeoInfo) -> bool {
+    geo.asn.is_some_and(
+        |asn| matches!(compiled.list(DATACENTER_ASNS), Some(List::Asns(asns)) if asns.find(asn).is_some()),
+    )
 }
 
 /// A pass's facts with its history as every replica left it: trap hits recorded elsewhere (a

@@ -102,6 +102,63 @@ h1{{font-size:1.5rem}}
     }
 }
 
+/// The page a browser waits on for its network's turn: no challenge, only a count of the seconds
+/// and a refresh to the page it asked for once they have passed (without JavaScript too).
+pub(crate) struct Waiting<'a> {
+    /// Seconds until the turn.
+    pub seconds: u64,
+    /// Where it goes then.
+    pub target: &'a str,
+    /// Why it waits, in a sentence.
+    pub why: &'a str,
+    /// Hidden trap links, as on the challenge page.
+    pub links: [&'a str; 2],
+}
+
+impl Waiting<'_> {
+    /// The page's HTML.
+    pub(crate) fn render(&self) -> String {
+        let seconds = self.seconds.max(1);
+        let when = if seconds < 90 {
+            format!("{seconds} seconds")
+        } else {
+            format!("about {} minutes", seconds.div_ceil(60))
+        };
+        format!(
+            r#"<!doctype html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<meta name="robots" content="noindex, nofollow">
+<meta http-equiv="refresh" content="{seconds}; url={target}">
+<title>Your turn is coming</title>
+<style>
+body{{font:1.05rem/1.5 system-ui,sans-serif;margin:0;padding:3rem 1rem;color:#222;background:#fafafa}}
+main{{max-width:34rem;margin:0 auto}}
+h1{{font-size:1.5rem}}
+@media (prefers-color-scheme:dark){{body{{color:#ddd;background:#161616}}}}
+</style>
+</head>
+<body>
+{lead}
+<main>
+<h1>Your turn is coming</h1>
+<p>{why}</p>
+<p>Your turn is in {when}. This page continues by itself; there is nothing to do but keep it open.</p>
+</main>
+{tail}
+</body>
+</html>
+"#,
+            target = escape(self.target),
+            why = escape(self.why),
+            lead = self.links[0],
+            tail = self.links[1],
+        )
+    }
+}
+
 /// Escapes text for an HTML attribute or element.
 fn escape(text: &str) -> String {
     let mut out = String::with_capacity(text.len());

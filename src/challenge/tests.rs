@@ -31,10 +31,11 @@ fn a_solved_challenge_earns_a_pass_once() {
     let now = SystemTime::now();
     let issued = challenger.issue(ip("198.51.100.7"), CHROME, now);
     let nonce = solve(&issued.token, issued.difficulty);
-    let answered = challenger.answer(&issued.token, Some(&nonce), ip("198.51.100.7"), CHROME, now).unwrap();
+    let answered =
+        challenger.answer(&issued.token, Some(&nonce), ip("198.51.100.7"), CHROME, false, now).unwrap();
     assert_eq!(answered.earned, Earned::Work);
     assert_eq!(
-        challenger.answer(&issued.token, Some(&nonce), ip("198.51.100.7"), CHROME, now),
+        challenger.answer(&issued.token, Some(&nonce), ip("198.51.100.7"), CHROME, false, now),
         Err(AnswerError::Replayed)
     );
 }
@@ -47,28 +48,34 @@ fn a_wrong_nonce_a_forged_token_or_an_old_one_earns_nothing() {
     let issued = challenger.issue(client, CHROME, now);
     let wrong = (0u64..).map(|n| n.to_string()).find(|n| !meets_difficulty(&issued.token, n, 8)).unwrap();
     assert_eq!(
-        challenger.answer(&issued.token, Some(&wrong), client, CHROME, now),
+        challenger.answer(&issued.token, Some(&wrong), client, CHROME, false, now),
         Err(AnswerError::WrongWork)
     );
     for nonce in ["", "12a", "-1", "123456789012345678901"] {
         assert_eq!(
-            challenger.answer(&issued.token, Some(nonce), client, CHROME, now),
+            challenger.answer(&issued.token, Some(nonce), client, CHROME, false, now),
             Err(AnswerError::Malformed)
         );
     }
     // Another secret's challenge, and one with a byte changed.
     let foreign = challenger_with(b"another secret", ChallengeConfig::default()).issue(client, CHROME, now);
-    assert_eq!(challenger.answer(&foreign.token, Some("1"), client, CHROME, now), Err(AnswerError::Forged));
+    assert_eq!(
+        challenger.answer(&foreign.token, Some("1"), client, CHROME, false, now),
+        Err(AnswerError::Forged)
+    );
     let mut bytes = URL_SAFE_NO_PAD.decode(&issued.token).unwrap();
     bytes[25] = 0; // difficulty 0: a free pass, were the MAC not checked
     let tampered = URL_SAFE_NO_PAD.encode(&bytes);
-    assert_eq!(challenger.answer(&tampered, Some("1"), client, CHROME, now), Err(AnswerError::Forged));
-    assert_eq!(challenger.answer("not a token", Some("1"), client, CHROME, now), Err(AnswerError::Malformed));
+    assert_eq!(challenger.answer(&tampered, Some("1"), client, CHROME, false, now), Err(AnswerError::Forged));
+    assert_eq!(
+        challenger.answer("not a token", Some("1"), client, CHROME, false, now),
+        Err(AnswerError::Malformed)
+    );
     // Expired.
     let later = now + CHALLENGE_LIFETIME + Duration::from_secs(1);
     let nonce = solve(&issued.token, 8);
     assert_eq!(
-        challenger.answer(&issued.token, Some(&nonce), client, CHROME, later),
+        challenger.answer(&issued.token, Some(&nonce), client, CHROME, false, later),
         Err(AnswerError::Expired)
     );
 }
@@ -79,15 +86,16 @@ fn a_challenge_is_bound_to_its_network_and_user_agent_but_not_to_an_address_fami
     let now = SystemTime::now();
     let issued = challenger.issue(ip("198.51.100.7"), CHROME, now);
     let nonce = solve(&issued.token, 8);
-    let answer =
-        |address: &str, agent: &str| challenger.answer(&issued.token, Some(&nonce), ip(address), agent, now);
+    let answer = |address: &str, agent: &str| {
+        challenger.answer(&issued.token, Some(&nonce), ip(address), agent, false, now)
+    };
     assert_eq!(answer("203.0.113.7", CHROME), Err(AnswerError::OtherClient));
     assert_eq!(answer("198.51.100.7", "python-requests/2.32"), Err(AnswerError::OtherClient));
     // The same /24, or the browser switching to IPv6 mid-challenge (anubis#564): accepted.
     assert!(answer("2001:db8::1", CHROME).is_ok());
     let issued = challenger.issue(ip("198.51.100.7"), CHROME, now);
     let nonce = solve(&issued.token, 8);
-    assert!(challenger.answer(&issued.token, Some(&nonce), ip("198.51.100.200"), CHROME, now).is_ok());
+    assert!(challenger.answer(&issued.token, Some(&nonce), ip("198.51.100.200"), CHROME, false, now).is_ok());
 }
 
 #[test]
@@ -96,9 +104,12 @@ fn the_no_javascript_answer_is_accepted_only_after_the_wait() {
     let now = SystemTime::now();
     let client = ip("198.51.100.7");
     let issued = challenger.issue(client, CHROME, now);
-    assert_eq!(challenger.answer(&issued.token, None, client, CHROME, now), Err(AnswerError::TooEarly));
+    assert_eq!(
+        challenger.answer(&issued.token, None, client, CHROME, false, now),
+        Err(AnswerError::TooEarly)
+    );
     let after = now + issued.wait;
-    let answered = challenger.answer(&issued.token, None, client, CHROME, after).unwrap();
+    let answered = challenger.answer(&issued.token, None, client, CHROME, false, after).unwrap();
     assert_eq!(answered.earned, Earned::Wait);
     assert!(answered.solved_in >= issued.wait);
 }
@@ -151,29 +162,84 @@ fn a_pass_used_from_too_many_networks_or_read_too_fast_is_burned() {
     // One person: home, phone, office, each a few times, reading at a person's pace.
     for (minute, address) in ["198.51.100.7", "203.0.113.9", "192.0.2.4", "198.51.100.8"].iter().enumerate() {
         let at = start + Duration::from_secs(minute as u64 * 60);
-        assert_eq!(challenger.observe_pass(1, ip(address), true, 0, at).burned, None);
+        assert_eq!(challenger.observe_pass(1, ip(address), true, 0, false, at).burned, None);
     }
     // A proxy pool: a new /24 for each request.
     let mut reason = None;
     for n in 0..20u8 {
-        let used = challenger.observe_pass(2, ip(&format!("10.{n}.0.1")), false, 0, start);
+        let used = challenger.observe_pass(2, ip(&format!("10.{n}.0.1")), false, 0, false, start);
         reason = reason.or(used.burned);
     }
     assert_eq!(reason, Some("networks"));
-    // Pages as fast as a program asks for them: burned within the burst.
+    // Pages as fast as a program asks for them: asked again past the burst, and burned once it
+    // has read on without answering for five minutes' worth of the pace (2 s a page, 0.1 s
+    // apart: about 158 pages).
     let burst = ChallengeConfig::default().burn.page_burst;
-    let burned_at = (1..=100u32)
-        .find(|&page| {
-            let at = start + Duration::from_millis(u64::from(page) * 100);
-            challenger.observe_pass(3, ip("198.51.100.7"), true, 0, at).burned.is_some()
-        })
-        .unwrap();
-    assert_eq!(burned_at, burst + 1);
+    let (mut first_asked, mut burned_at) = (None, None);
+    for page in 1..=400u32 {
+        let at = start + Duration::from_millis(u64::from(page) * 100);
+        let used = challenger.observe_pass(3, ip("198.51.100.7"), true, 0, false, at);
+        if used.rechallenge.is_some() && first_asked.is_none() {
+            first_asked = Some(page);
+        }
+        if used.burned.is_some() {
+            burned_at = Some((page, used.burned));
+            break;
+        }
+    }
+    assert_eq!(first_asked, Some(burst + 1));
+    let (page, reason) = burned_at.unwrap();
+    assert!((150..=170).contains(&page), "burned at page {page}");
+    assert_eq!(reason, Some("pages"));
     // Trap hits, and a burn stays.
-    let used = challenger.observe_pass(4, ip("198.51.100.7"), true, 2, start);
+    let used = challenger.observe_pass(4, ip("198.51.100.7"), true, 2, false, start);
     assert_eq!((used.burned, used.newly_burned), (Some("trap_hits"), true));
-    let used = challenger.observe_pass(4, ip("198.51.100.7"), true, 0, start + Duration::from_secs(600));
+    let used =
+        challenger.observe_pass(4, ip("198.51.100.7"), true, 0, false, start + Duration::from_secs(600));
     assert_eq!((used.burned, used.newly_burned), (Some("trap_hits"), false), "a burn stays");
+}
+
+#[test]
+fn a_burst_of_tabs_is_asked_again_never_burned_and_a_day_has_a_budget() {
+    let challenger = challenger();
+    let start = Instant::now();
+    let burst = ChallengeConfig::default().burn.page_burst;
+    // Twelve tabs opened within a second: the burst reads, the rest are asked again.
+    let asked: Vec<Option<&str>> = (0..12u64)
+        .map(|tab| {
+            let used = challenger.observe_pass(
+                9,
+                ip("198.51.100.7"),
+                true,
+                0,
+                false,
+                start + Duration::from_millis(tab * 80),
+            );
+            assert_eq!(used.burned, None, "tab {tab}");
+            used.rechallenge
+        })
+        .collect();
+    assert!(asked[..burst as usize].iter().all(Option::is_none), "{asked:?}");
+    assert!(asked[burst as usize..].iter().all(|why| *why == Some("pace")), "{asked:?}");
+    // Reading at a steady page every three seconds, under the pace: the day's budget, then a
+    // question (a new pass starts a new day).
+    let reader = 10;
+    for page in 0..u64::from(PAGES_PER_DAY) {
+        let used = challenger.observe_pass(
+            reader,
+            ip("198.51.100.7"),
+            true,
+            0,
+            false,
+            start + Duration::from_secs(page * 3),
+        );
+        assert_eq!((used.burned, used.rechallenge), (None, None), "page {page}");
+    }
+    let over = start + Duration::from_secs(u64::from(PAGES_PER_DAY) * 3);
+    assert_eq!(
+        challenger.observe_pass(reader, ip("198.51.100.7"), true, 0, false, over).rechallenge,
+        Some("budget")
+    );
 }
 
 #[test]
@@ -182,7 +248,11 @@ fn a_person_reading_a_page_every_few_seconds_never_burns_a_pass() {
     let start = Instant::now();
     for page in 0..600u64 {
         let at = start + Duration::from_secs(page * 3);
-        assert_eq!(challenger.observe_pass(5, ip("198.51.100.7"), true, 0, at).burned, None, "page {page}");
+        assert_eq!(
+            challenger.observe_pass(5, ip("198.51.100.7"), true, 0, false, at).burned,
+            None,
+            "page {page}"
+        );
     }
 }
 
@@ -265,20 +335,26 @@ fn one_network_minting_passes_in_bulk_is_refused_and_no_other_network_is() {
     let mut tokens = Vec::new();
     for n in 0..ANSWERS_PER_NETWORK {
         let issued = challenger.issue(farm(n), CHROME, start);
-        assert!(challenger.answer(&issued.token, None, farm(n), CHROME, start).is_ok(), "answer {n}");
+        assert!(challenger.answer(&issued.token, None, farm(n), CHROME, false, start).is_ok(), "answer {n}");
         tokens.push(issued.token);
     }
     let issued = challenger.issue(farm(0), CHROME, start);
-    assert_eq!(challenger.answer(&issued.token, None, farm(0), CHROME, start), Err(AnswerError::Busy));
+    assert_eq!(
+        challenger.answer(&issued.token, None, farm(0), CHROME, false, start),
+        Err(AnswerError::Busy(Duration::from_secs(CHALLENGE_LIFETIME.as_secs() + 1)))
+    );
     // Someone on another network answers as ever, and nothing answered can be answered again.
     let person = ip("198.51.100.7");
     let theirs = challenger.issue(person, "Firefox/140", start);
-    assert!(challenger.answer(&theirs.token, None, person, "Firefox/140", start).is_ok());
-    assert_eq!(challenger.answer(&tokens[0], None, farm(0), CHROME, start), Err(AnswerError::Replayed));
+    assert!(challenger.answer(&theirs.token, None, person, "Firefox/140", false, start).is_ok());
+    assert_eq!(
+        challenger.answer(&tokens[0], None, farm(0), CHROME, false, start),
+        Err(AnswerError::Replayed)
+    );
     // Once the answered challenges have expired, the network answers again; and what it answered
     // can never be answered again, since an expired challenge is refused as expired.
     let later = start + CHALLENGE_LIFETIME + Duration::from_secs(2);
     let fresh = challenger.issue(farm(1), CHROME, later);
-    assert!(challenger.answer(&fresh.token, None, farm(1), CHROME, later).is_ok());
-    assert_eq!(challenger.answer(&tokens[1], None, farm(1), CHROME, later), Err(AnswerError::Expired));
+    assert!(challenger.answer(&fresh.token, None, farm(1), CHROME, false, later).is_ok());
+    assert_eq!(challenger.answer(&tokens[1], None, farm(1), CHROME, false, later), Err(AnswerError::Expired));
 }

@@ -111,10 +111,14 @@ pub(crate) async fn metrics(
     app.metrics.rule_workers(workers.active, workers.abandoned, workers.queued);
     let lanes = app.rules.inline_stats();
     app.metrics.rule_lanes(lanes.answered, lanes.escalated, lanes.passed);
+    app.metrics.network_pressure(&app.challenges.most_pressed(PRESSED_NETWORKS));
     let text = app.metrics.render(snapshot.entries, snapshot.over_threshold, snapshot.scope);
     let content_type = HeaderValue::from_static("text/plain; version=0.0.4; charset=utf-8");
     ([(header::CONTENT_TYPE, content_type)], text).into_response()
 }
+
+/// Networks the pressure gauge names: a bounded label set.
+const PRESSED_NETWORKS: usize = 10;
 
 /// `?limit=N` for `/api/trapped`.
 #[derive(Deserialize)]

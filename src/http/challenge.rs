@@ -6,7 +6,7 @@
 
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::SystemTime;
+use std::time::{Duration, SystemTime};
 
 use axum::body::Body;
 use axum::extract::{ConnectInfo, Request, State};
@@ -15,25 +15,43 @@ use axum::response::{IntoResponse, Response};
 
 use crate::app::App;
 use crate::challenge::{
-    AnswerError, is_local_target, page::CONTENT_SECURITY_POLICY, page::SCRIPT, page::WORKER,
+    AnswerError, PassCheck, is_local_target, page::CONTENT_SECURITY_POLICY, page::SCRIPT, page::WORKER,
 };
+use crate::client::HeaderLines;
+use crate::signature::ACCEPT_SIGNATURE;
 
 /// The status of a challenge page. nginx's `auth_request` passes on only 401 and 403 (403 is the
 /// trap's there), so 401 it is, for every proxy alike: Caddy and Traefik copy any non-2xx
 /// verdict to the client, HAProxy's configs return it. Browsers show a 401's page as any other.
 pub(crate) const CHALLENGE_STATUS: StatusCode = StatusCode::UNAUTHORIZED;
 
-/// A challenge page for the client at `address`, which sends it back to `target` once answered.
-pub(crate) fn page(
+/// A challenge page for the client at `address`, which sends it back to `target` once answered;
+/// or, for a client whose `cookies` hold a pass waiting for its turn, the page that waits for it
+/// (not a new challenge, which would book another turn).
+pub(crate) fn page<'c>(
     app: &App,
     address: std::net::IpAddr,
     user_agent: &str,
     target: &str,
     note: Option<&str>,
+    cookies: impl IntoIterator<Item = &'c str>,
 ) -> Response {
-    let html = app.challenges.page(address, user_agent, target, note, SystemTime::now());
+    let now = SystemTime::now();
+    if let PassCheck::Early(seconds) = app.challenges.pass_in_fields(cookies, now) {
+        let html = app.challenges.waiting_page(seconds, target, TURN);
+        return html_page(CHALLENGE_STATUS, html);
+    }
+    let html = app.challenges.page(address, user_agent, target, note, now);
     html_page(CHALLENGE_STATUS, html)
 }
+
+/// Why a pass waits for its turn, as the waiting page says it.
+const TURN: &str = "Many visitors from your network asked for this site's check lately, so new passes \
+     for it are handed out in turn. Yours is ready, and starts soon.";
+
+/// Why an answer waits for the network's queue to shorten.
+const BUSY: &str = "Many visitors from your network asked for this site's check lately, and the queue \
+     for new passes is full. This page tries again by itself.";
 
 fn html_page(status: StatusCode, html: String) -> Response {
     let mut response = Response::new(Body::from(html));
@@ -45,6 +63,8 @@ fn html_page(status: StatusCode, html: String) -> Response {
     headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
     headers.insert(header::REFERRER_POLICY, HeaderValue::from_static("same-origin"));
     headers.insert(header::X_CONTENT_TYPE_OPTIONS, HeaderValue::from_static("nosniff"));
+    // An agent that can sign is asked to, instead of solving.
+    headers.insert("accept-signature", HeaderValue::from_static(ACCEPT_SIGNATURE));
     response
 }
 
@@ -58,7 +78,8 @@ pub(crate) async fn page_for_proxy(
     let forwarded = super::verdict::forwarded_request(peer.ip(), request.method(), request.headers());
     let address = app.identity.client_address(peer.ip(), &forwarded.headers);
     let user_agent = forwarded.header("user-agent").unwrap_or("");
-    let mut response = page(&app, address, user_agent, &forwarded.uri, None);
+    let cookies = forwarded.headers.lines("cookie");
+    let mut response = page(&app, address, user_agent, &forwarded.uri, None, cookies);
     response.headers_mut().insert("x-quagmire-verdict", HeaderValue::from_static("challenge"));
     response
 }
@@ -90,30 +111,50 @@ pub(crate) async fn answer(
     let address = app.identity.client_address(peer.ip(), headers);
     let user_agent = headers.get(header::USER_AGENT).and_then(|value| value.to_str().ok()).unwrap_or("");
     let now = SystemTime::now();
+    let datacenter = crate::verdict::is_datacenter(&app.rules.compiled(), &app.geo.lookup(address));
     let checked = match &token {
-        Some(token) => app.challenges.answer(token, nonce.as_deref(), address, user_agent, now),
+        Some(token) => app.challenges.answer(token, nonce.as_deref(), address, user_agent, datacenter, now),
         None => Err(AnswerError::Malformed),
     };
     match checked {
         Ok(answered) => {
             app.metrics.challenge_answer(answered.earned.as_str(), Some(answered.solved_in));
+            app.metrics.pass_minted(answered.extra_bits, answered.starts_in);
             app.challenges.answered(address, user_agent);
             let secure =
                 headers.get("x-forwarded-proto").and_then(|value| value.to_str().ok()).is_some_and(|proto| {
                     proto.split(',').next().unwrap_or("").trim().eq_ignore_ascii_case("https")
                 });
-            let cookie = app.challenges.set_cookie(&app.challenges.mint(answered.earned, now), secure);
-            let mut response = Response::new(Body::empty());
-            *response.status_mut() = StatusCode::SEE_OTHER;
-            let headers = response.headers_mut();
-            // Checked above: a path on this host, so the browser stays on the site.
-            if let Ok(location) = HeaderValue::from_str(&target) {
-                headers.insert(header::LOCATION, location);
-            }
+            // A pass past the network's burst starts at its turn: whole seconds, rounded up, so
+            // that it is never good before.
+            let wait = answered.starts_in.as_secs() + u64::from(answered.starts_in.subsec_nanos() > 0);
+            let starts = now + Duration::from_secs(wait);
+            let cookie = app.challenges.set_cookie(&app.challenges.mint(answered.earned, starts), secure);
+            let mut response = if wait == 0 {
+                let mut response = Response::new(Body::empty());
+                *response.status_mut() = StatusCode::SEE_OTHER;
+                // Checked above: a path on this host, so the browser stays on the site.
+                if let Ok(location) = HeaderValue::from_str(&target) {
+                    response.headers_mut().insert(header::LOCATION, location);
+                }
+                response.headers_mut().insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+                response
+            } else {
+                html_page(StatusCode::OK, app.challenges.waiting_page(wait, &target, TURN))
+            };
             if let Ok(cookie) = HeaderValue::from_str(&cookie) {
-                headers.insert(header::SET_COOKIE, cookie);
+                response.headers_mut().insert(header::SET_COOKIE, cookie);
             }
-            headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+            response
+        }
+        Err(AnswerError::Busy(retry)) => {
+            app.metrics.challenge_answer(AnswerError::Busy(retry).as_str(), None);
+            // Not a new challenge, whose script would answer again at once: a wait, then the
+            // page again, which shows a challenge when there is room.
+            let seconds = retry.as_secs().max(1);
+            let mut response =
+                html_page(StatusCode::TOO_MANY_REQUESTS, app.challenges.waiting_page(seconds, &target, BUSY));
+            response.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from(seconds));
             response
         }
         Err(error) => {
@@ -126,7 +167,7 @@ pub(crate) async fn answer(
             }
             let note =
                 format!("Your browser's last answer was not accepted ({error}), so here is a new check.");
-            let mut response = page(&app, address, user_agent, &target, Some(&note));
+            let mut response = page(&app, address, user_agent, &target, Some(&note), []);
             *response.status_mut() = StatusCode::FORBIDDEN;
             response
         }

@@ -15,6 +15,7 @@ use axum::http::{HeaderMap, HeaderName, HeaderValue, Method, StatusCode, header}
 use axum::response::Response;
 
 use crate::app::App;
+use crate::client::HeaderLines;
 use crate::config::{Answer, Mode};
 use crate::facts::{Coverage, Headers};
 use crate::log_field::clipped;
@@ -134,10 +135,18 @@ fn respond(app: &App, judgement: &Judgement) -> Response {
         (Verdict::Challenge, false, _) => {
             // The page is the answer, in every mode: Caddy, Traefik and HAProxy show it as it is,
             // nginx (whose auth_request drops bodies) fetches it again from `/challenge`.
-            app.challenges.challenged(facts.address, facts.user_agent(), std::time::Instant::now());
-            app.metrics.challenge_issued();
+            let cookies = || facts.headers.lines("cookie");
+            // A pass waiting for its turn waits on; anyone else is shown a challenge.
+            let waiting = matches!(
+                app.challenges.pass_in_fields(cookies(), std::time::SystemTime::now()),
+                crate::challenge::PassCheck::Early(_)
+            );
+            if !waiting {
+                app.challenges.challenged(facts.address, facts.user_agent(), std::time::Instant::now());
+                app.metrics.challenge_issued();
+            }
             let mut response =
-                super::challenge::page(app, facts.address, facts.user_agent(), &facts.uri, None);
+                super::challenge::page(app, facts.address, facts.user_agent(), &facts.uri, None, cookies());
             verdict_headers(response.headers_mut(), decision, "", shadow);
             return response;
         }
@@ -152,6 +161,10 @@ fn respond(app: &App, judgement: &Judgement) -> Response {
     }
     if !body.is_empty() {
         headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("text/plain; charset=utf-8"));
+    }
+    if decision.verdict == Verdict::Trap && !shadow {
+        // An agent that can sign is asked to, instead of walking the trap.
+        headers.insert("accept-signature", HeaderValue::from_static(crate::signature::ACCEPT_SIGNATURE));
     }
     response
 }

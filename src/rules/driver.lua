@@ -110,7 +110,7 @@ local lazy = {
   pass = function()
     local text = cut(15, 16)
     local fields, at = {}, 0
-    for i = 1, 7 do
+    for i = 1, 8 do
       local next_at = find(text, "\31", at + 1, true)
       fields[i] = sub(text, at + 1, next_at - 1)
       at = next_at
@@ -118,7 +118,8 @@ local lazy = {
     local burned = sub(text, at + 1)
     return { id = fields[1], earned = fields[2], age = tonumber(fields[3]), networks = tonumber(fields[4]),
              trap_hits = tonumber(fields[5]), trap_score = tonumber(fields[6]),
-             request_rate = tonumber(fields[7]), burned = burned ~= "" and burned or nil }
+             request_rate = tonumber(fields[7]), rechallenge = fields[8] ~= "" and fields[8] or nil,
+             burned = burned ~= "" and burned or nil }
   end,
   -- Only reached when the source did not carry the User-Agent (else it is set for each request).
   user_agent = function() not_carried("user-agent") end,

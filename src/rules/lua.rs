@@ -396,7 +396,7 @@ fn fill_blob(blob: &mut String, facts: &Facts) -> [usize; 16] {
         let history = &pass.history;
         let _ = write!(
             blob,
-            "{:032x}\u{1f}{}\u{1f}{}\u{1f}{}\u{1f}{}\u{1f}{}\u{1f}{}\u{1f}{}",
+            "{:032x}\u{1f}{}\u{1f}{}\u{1f}{}\u{1f}{}\u{1f}{}\u{1f}{}\u{1f}{}\u{1f}{}",
             pass.id,
             pass.earned.as_str(),
             pass.age,
@@ -404,6 +404,7 @@ fn fill_blob(blob: &mut String, facts: &Facts) -> [usize; 16] {
             history.trap_hits,
             history.trap_score,
             history.request_rate,
+            pass.rechallenge.unwrap_or(""),
             pass.burned.unwrap_or(""),
         );
     }

@@ -307,6 +307,7 @@ fn pass(burned: Option<&'static str>) -> crate::claims::PassFacts {
         networks: 1,
         history: History::default(),
         burned,
+        rechallenge: None,
     }
 }
 
