@@ -54,8 +54,10 @@ pub(crate) const PASS_COOKIE: &str = "quagmire_pass";
 const ANSWERING_NETWORKS: u64 = 50_000;
 /// Answers one network may have accepted within a challenge's lifetime, per replica: the answer
 /// path's own quota (an office behind one address needs a few a day; a network minting passes
-/// by the hundred is refused, and only it), and what bounds each network's memory of used ids.
-pub(crate) const ANSWERS_PER_NETWORK: usize = 64;
+/// by the hundred is refused, and only it), and what bounds each network's memory of used ids
+/// (16 bytes an id: 2 KiB a network at most). Above what a datacenter network's turns allow in
+/// a lifetime (its burst, and one turn per 20 s), so there the turn decides.
+pub(crate) const ANSWERS_PER_NETWORK: usize = 128;
 /// Page views one pass may make in [`DAY`] before it is asked again: a person reads a few hundred
 /// pages on a long day; at the burn pace a pass could read 43,000. Spent, the pass is
 /// re-challenged (a new pass starts a new budget), never burned.
@@ -320,7 +322,9 @@ pub struct Challenger {
 type Challenged = (IpAddr, u64);
 
 /// One network's answered challenge ids, each with when its challenge expires (Unix seconds).
-type UsedIds = Vec<(u128, u64)>;
+/// An id's low 64 bits: two of a network's few hundred random ids meeting there is a chance of
+/// about one in 10^14, and would only refuse one answer.
+type UsedIds = Vec<(u64, u64)>;
 
 /// Unanswered challenges since `since`.
 struct Unanswered {
@@ -514,7 +518,7 @@ impl Challenger {
         // (or the other family's: then the binding still names one network per token).
         let used = self.used.get_with((binding.family, binding.network), || Arc::new(Mutex::new(Vec::new())));
         let mut used = used.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-        if used.iter().any(|&(seen, _)| seen == id) {
+        if used.iter().any(|&(seen, _)| seen == id as u64) {
             return Err(AnswerError::Replayed);
         }
         used.retain(|&(_, expires)| expires > now_seconds);
@@ -529,7 +533,7 @@ impl Challenger {
                 Turn::In(delay) => delay,
                 Turn::Busy(retry) => return Err(AnswerError::Busy(retry)),
             };
-        used.push((id, issued.saturating_add(CHALLENGE_LIFETIME.as_secs()).saturating_add(1)));
+        used.push((id as u64, issued.saturating_add(CHALLENGE_LIFETIME.as_secs()).saturating_add(1)));
         let issued_at = UNIX_EPOCH + Duration::from_secs(issued);
         Ok(Answered {
             earned,
