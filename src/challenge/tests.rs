@@ -358,3 +358,34 @@ fn one_network_minting_passes_in_bulk_is_refused_and_no_other_network_is() {
     assert!(challenger.answer(&fresh.token, None, farm(1), CHROME, false, later).is_ok());
     assert_eq!(challenger.answer(&tokens[1], None, farm(1), CHROME, false, later), Err(AnswerError::Expired));
 }
+
+#[test]
+fn past_a_datacenter_networks_burst_a_pass_is_minted_for_its_turn_and_good_only_from_then() {
+    let challenger =
+        challenger_with(b"a secret", ChallengeConfig { difficulty: 4, ..ChallengeConfig::default() });
+    let now = SystemTime::now();
+    let farm = ip("203.0.113.9");
+    let answer = || {
+        let issued = challenger.issue(farm, CHROME, now);
+        let nonce = solve(&issued.token, issued.difficulty);
+        challenger.answer(&issued.token, Some(&nonce), farm, CHROME, true, now)
+    };
+    for n in 0..economy::FREE_PASSES {
+        assert_eq!(answer().unwrap().starts_in, Duration::ZERO, "answer {n}");
+    }
+    let late = answer().unwrap();
+    assert!(late.starts_in > Duration::ZERO && late.starts_in <= economy::MINT_INTERVAL, "{late:?}");
+    assert!(late.extra_bits <= 1, "the price rose at most a bit: {late:?}");
+    let starts = now + Duration::from_secs(late.starts_in.as_secs() + 1);
+    let cookie = challenger.mint(late.earned, starts);
+    assert!(matches!(challenger.read_pass(&cookie, now), PassCheck::Early(seconds) if seconds >= 1));
+    assert!(matches!(challenger.read_pass(&cookie, starts), PassCheck::Valid(_)));
+    // The same answers from a network that is no datacenter's are never queued.
+    let home = ip("192.0.2.9");
+    for n in 0..60 {
+        let issued = challenger.issue(home, CHROME, now);
+        let nonce = solve(&issued.token, issued.difficulty);
+        let answered = challenger.answer(&issued.token, Some(&nonce), home, CHROME, false, now).unwrap();
+        assert_eq!(answered.starts_in, Duration::ZERO, "answer {n}");
+    }
+}

@@ -149,6 +149,9 @@ pub(crate) async fn answer(
         }
         Err(AnswerError::Busy(retry)) => {
             app.metrics.challenge_answer(AnswerError::Busy(retry).as_str(), None);
+            // A right answer, refused for its network's sake: the client answered, and a person
+            // who comes back when the page says is never counted as one who does not.
+            app.challenges.answered(address, user_agent);
             // Not a new challenge, whose script would answer again at once: a wait, then the
             // page again, which shows a challenge when there is room.
             let seconds = retry.as_secs().max(1);
