@@ -289,6 +289,9 @@ fn dashboard_and_alerts_use_only_metrics_quagmire_exports() {
     metrics.challenge_answer("work", Some(Duration::from_secs(1)));
     metrics.pass("valid");
     metrics.pass_burned("networks");
+    metrics.pass_rechallenged("crowd");
+    metrics.pass_minted(1, std::time::Duration::from_secs(40));
+    metrics.network_pressure(&[("203.0.113.0/24".into(), 60.0)]);
     let exported: Vec<String> = metrics
         .render(0, 0, quagmire::MetricsScope::Replica)
         .lines()

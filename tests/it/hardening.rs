@@ -55,7 +55,7 @@ async fn earn_pass(router: &axum::Router, client: &str, user_agent: &str) -> Res
     if status != 303 {
         return Err(format!(
             "{status}: {}",
-            body.lines().find(|line| line.contains("not accepted")).unwrap_or("")
+            body.lines().find(|line| line.contains("not accepted") || line.contains("queue")).unwrap_or("")
         ));
     }
     Ok(headers["set-cookie"].to_str().unwrap().split(';').next().unwrap().to_string())
@@ -107,8 +107,11 @@ async fn one_network_minting_passes_cannot_stop_anyone_else_from_earning_one() {
         }
         assert!(earned <= 1000, "the farm's network was never refused");
     };
-    assert_eq!(earned, 64, "answers accepted from one /24 within a challenge's lifetime");
-    assert!(refused.contains("too many answers from your network"), "{refused}");
+    // 128: the answer path's own quota per network, above what a datacenter network's turns
+    // allow in a lifetime (this test's networks have no ASN: no turns, only this quota).
+    assert_eq!(earned, 128, "answers accepted from one /24 within a challenge's lifetime");
+    // Refused as busy: a page that waits and tries again by itself, not a new challenge.
+    assert!(refused.starts_with("429") && refused.contains("queue"), "{refused}");
     // People on other networks, IPv4 and IPv6, earn theirs as ever.
     for person in ["198.51.100.7", "192.0.2.44", "2001:db8:9::1"] {
         earn_pass(&verdicts, person, SAFARI).await.unwrap();
