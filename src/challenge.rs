@@ -42,7 +42,7 @@ use sha2::{Digest, Sha256};
 
 use crate::claims::Earned;
 use crate::client::KeyHasher;
-use economy::{Decaying, Economy, RATE_WINDOW, Turn};
+use economy::{Decaying, Economy, RATE_WINDOW, Turn, network_of};
 
 /// How long a challenge may be answered after it is issued.
 pub(crate) const CHALLENGE_LIFETIME: Duration = Duration::from_secs(10 * 60);
@@ -158,14 +158,6 @@ impl Binding {
         let hash = blake3::hash(user_agent.as_bytes());
         let agent = u64::from_le_bytes(hash.as_bytes()[..8].try_into().expect("8 bytes"));
         Binding { family, network, agent }
-    }
-}
-
-/// A client's network for binding and counting: its IPv4 /24 or IPv6 /48, and the family.
-fn network_of(address: IpAddr) -> (u8, u128) {
-    match address.to_canonical() {
-        IpAddr::V4(v4) => (4, u128::from(u32::from(v4) & 0xffff_ff00)),
-        IpAddr::V6(v6) => (6, u128::from(v6) & !((1u128 << 80) - 1)),
     }
 }
 

@@ -37,6 +37,14 @@ use crate::client::KeyHasher;
 /// A network: its family (4 or 6) and its /24 or /48 bits.
 pub(crate) type Network = (u8, u128);
 
+/// A client's network, for binding challenges and counting: its IPv4 /24 or IPv6 /48.
+pub(crate) fn network_of(address: IpAddr) -> Network {
+    match address.to_canonical() {
+        IpAddr::V4(v4) => (4, u128::from(u32::from(v4) & 0xffff_ff00)),
+        IpAddr::V6(v6) => (6, u128::from(v6) & !((1u128 << 80) - 1)),
+    }
+}
+
 /// Answers a network may have accepted, at any rate, before its passes cost more: an office of a
 /// few dozen people behind one address never notices.
 pub(crate) const FREE_PASSES: u32 = 48;
@@ -246,7 +254,7 @@ impl Economy {
             let crowd = self.addresses.get_with(address, || Arc::new(Mutex::new(Crowd::new(at))));
             lock(&crowd).over(rate, ADDRESS_PAGES_PER_MINUTE, ceiling, at)
         };
-        let record = self.network(super::network_of(address), at);
+        let record = self.network(network_of(address), at);
         let by_network = lock(&record).crowd.over(rate, NETWORK_PAGES_PER_MINUTE, ceiling, at);
         by_address || by_network
     }
@@ -257,7 +265,7 @@ impl Economy {
         if let Some(crowd) = self.addresses.get(&address) {
             lock(&crowd).read(at);
         }
-        if let Some(record) = self.networks.get(&super::network_of(address)) {
+        if let Some(record) = self.networks.get(&network_of(address)) {
             lock(&record).crowd.read(at);
         }
     }
@@ -282,7 +290,7 @@ mod tests {
     use super::*;
 
     fn network() -> Network {
-        super::super::network_of("198.51.100.7".parse().unwrap())
+        network_of("198.51.100.7".parse().unwrap())
     }
 
     #[test]
@@ -330,7 +338,7 @@ mod tests {
         }
         assert!(busy.is_some(), "the queue never filled");
         // A wait answer costs four turns; another network is not affected.
-        let other = super::super::network_of("203.0.113.9".parse().unwrap());
+        let other = network_of("203.0.113.9".parse().unwrap());
         assert_eq!(economy.mint(other, true, WAIT_COST, at), Turn::Now);
         // Not a datacenter: counted (the price rises), never queued.
         for _ in 0..200 {

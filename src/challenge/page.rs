@@ -22,6 +22,23 @@ pub(crate) const CONTENT_SECURITY_POLICY: &str = "default-src 'none'; script-src
      style-src 'unsafe-inline'; img-src 'none'; connect-src 'none'; base-uri 'none'; form-action 'self'; \
      frame-ancestors 'none'";
 
+/// The start of both pages, up to their own `<title>`.
+const HEAD: &str = r#"<!doctype html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<meta name="robots" content="noindex, nofollow">"#;
+
+/// Both pages' look: plain, readable, light or dark as the reader's system is.
+const STYLE: &str = "<style>
+body{font:1.05rem/1.5 system-ui,sans-serif;margin:0;padding:3rem 1rem;color:#222;background:#fafafa}
+main{max-width:34rem;margin:0 auto}
+h1{font-size:1.5rem}
+.note{color:#8a1c1c}
+@media (prefers-color-scheme:dark){body{color:#ddd;background:#161616}.note{color:#f19999}}
+</style>";
+
 /// What one page shows.
 pub(crate) struct Page<'a> {
     /// The signed challenge.
@@ -54,21 +71,10 @@ impl Page<'_> {
         let mut html = String::with_capacity(4096);
         let _ = write!(
             html,
-            r#"<!doctype html>
-<html lang="en">
-<head>
-<meta charset="utf-8">
-<meta name="viewport" content="width=device-width, initial-scale=1">
-<meta name="robots" content="noindex, nofollow">
+            r#"{HEAD}
 <title>One moment, please</title>
 <noscript><meta http-equiv="refresh" content="{wait}; url={answer}"></noscript>
-<style>
-body{{font:1.05rem/1.5 system-ui,sans-serif;margin:0;padding:3rem 1rem;color:#222;background:#fafafa}}
-main{{max-width:34rem;margin:0 auto}}
-h1{{font-size:1.5rem}}
-.note{{color:#8a1c1c}}
-@media (prefers-color-scheme:dark){{body{{color:#ddd;background:#161616}}.note{{color:#f19999}}}}
-</style>
+{STYLE}
 </head>
 <body>
 {lead}
@@ -125,20 +131,10 @@ impl Waiting<'_> {
             format!("about {} minutes", seconds.div_ceil(60))
         };
         format!(
-            r#"<!doctype html>
-<html lang="en">
-<head>
-<meta charset="utf-8">
-<meta name="viewport" content="width=device-width, initial-scale=1">
-<meta name="robots" content="noindex, nofollow">
+            r#"{HEAD}
 <meta http-equiv="refresh" content="{seconds}; url={target}">
 <title>Your turn is coming</title>
-<style>
-body{{font:1.05rem/1.5 system-ui,sans-serif;margin:0;padding:3rem 1rem;color:#222;background:#fafafa}}
-main{{max-width:34rem;margin:0 auto}}
-h1{{font-size:1.5rem}}
-@media (prefers-color-scheme:dark){{body{{color:#ddd;background:#161616}}}}
-</style>
+{STYLE}
 </head>
 <body>
 {lead}

@@ -26,23 +26,29 @@ use crate::signature::ACCEPT_SIGNATURE;
 pub(crate) const CHALLENGE_STATUS: StatusCode = StatusCode::UNAUTHORIZED;
 
 /// A challenge page for the client at `address`, which sends it back to `target` once answered;
-/// or, for a client whose `cookies` hold a pass waiting for its turn, the page that waits for it
+/// or, for a client holding a pass that starts in `early` seconds, the page that waits for it
 /// (not a new challenge, which would book another turn).
-pub(crate) fn page<'c>(
+pub(crate) fn page(
     app: &App,
     address: std::net::IpAddr,
     user_agent: &str,
     target: &str,
     note: Option<&str>,
-    cookies: impl IntoIterator<Item = &'c str>,
+    early: Option<u64>,
 ) -> Response {
-    let now = SystemTime::now();
-    if let PassCheck::Early(seconds) = app.challenges.pass_in_fields(cookies, now) {
-        let html = app.challenges.waiting_page(seconds, target, TURN);
-        return html_page(CHALLENGE_STATUS, html);
+    if let Some(seconds) = early {
+        return html_page(CHALLENGE_STATUS, app.challenges.waiting_page(seconds, target, TURN));
     }
-    let html = app.challenges.page(address, user_agent, target, note, now);
+    let html = app.challenges.page(address, user_agent, target, note, SystemTime::now());
     html_page(CHALLENGE_STATUS, html)
+}
+
+/// When the pass in `cookies` starts, if it is one waiting for its turn.
+pub(crate) fn early_pass<'c>(app: &App, cookies: impl IntoIterator<Item = &'c str>) -> Option<u64> {
+    match app.challenges.pass_in_fields(cookies, SystemTime::now()) {
+        PassCheck::Early(seconds) => Some(seconds),
+        _ => None,
+    }
 }
 
 /// Why a pass waits for its turn, as the waiting page says it.
@@ -78,8 +84,8 @@ pub(crate) async fn page_for_proxy(
     let forwarded = super::verdict::forwarded_request(peer.ip(), request.method(), request.headers());
     let address = app.identity.client_address(peer.ip(), &forwarded.headers);
     let user_agent = forwarded.header("user-agent").unwrap_or("");
-    let cookies = forwarded.headers.lines("cookie");
-    let mut response = page(&app, address, user_agent, &forwarded.uri, None, cookies);
+    let early = early_pass(&app, forwarded.headers.lines("cookie"));
+    let mut response = page(&app, address, user_agent, &forwarded.uri, None, early);
     response.headers_mut().insert("x-quagmire-verdict", HeaderValue::from_static("challenge"));
     response
 }
@@ -170,7 +176,7 @@ pub(crate) async fn answer(
             }
             let note =
                 format!("Your browser's last answer was not accepted ({error}), so here is a new check.");
-            let mut response = page(&app, address, user_agent, &target, Some(&note), []);
+            let mut response = page(&app, address, user_agent, &target, Some(&note), None);
             *response.status_mut() = StatusCode::FORBIDDEN;
             response
         }

@@ -135,18 +135,14 @@ fn respond(app: &App, judgement: &Judgement) -> Response {
         (Verdict::Challenge, false, _) => {
             // The page is the answer, in every mode: Caddy, Traefik and HAProxy show it as it is,
             // nginx (whose auth_request drops bodies) fetches it again from `/challenge`.
-            let cookies = || facts.headers.lines("cookie");
             // A pass waiting for its turn waits on; anyone else is shown a challenge.
-            let waiting = matches!(
-                app.challenges.pass_in_fields(cookies(), std::time::SystemTime::now()),
-                crate::challenge::PassCheck::Early(_)
-            );
-            if !waiting {
+            let early = super::challenge::early_pass(app, facts.headers.lines("cookie"));
+            if early.is_none() {
                 app.challenges.challenged(facts.address, facts.user_agent(), std::time::Instant::now());
                 app.metrics.challenge_issued();
             }
             let mut response =
-                super::challenge::page(app, facts.address, facts.user_agent(), &facts.uri, None, cookies());
+                super::challenge::page(app, facts.address, facts.user_agent(), &facts.uri, None, early);
             verdict_headers(response.headers_mut(), decision, "", shadow);
             return response;
         }
