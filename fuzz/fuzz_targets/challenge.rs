@@ -28,7 +28,10 @@ fuzz_target!(|data: &[u8]| {
     let nonce = parts.next();
     assert!(!matches!(challenger.pass_in(cookies, now), PassCheck::Valid(_)), "{cookies:?} read as a pass");
     let client = [198, 51, 100, 7].into();
-    assert!(challenger.answer(token, nonce, client, "Mozilla/5.0", now).is_err(), "{token:?} accepted");
+    assert!(
+        challenger.answer(token, nonce, client, "Mozilla/5.0", false, now).is_err(),
+        "{token:?} accepted"
+    );
     let minted = challenger.mint(Earned::Work, now);
     assert!(matches!(challenger.read_pass(&minted, now), PassCheck::Valid(_)));
 });
