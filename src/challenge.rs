@@ -25,6 +25,7 @@
 
 pub(crate) mod economy;
 pub(crate) mod page;
+mod shared;
 #[cfg(test)]
 mod tests;
 
@@ -229,6 +230,18 @@ pub struct Answered {
     pub solved_in: Duration,
     /// How long until the pass starts: its network's turn (zero within the network's burst).
     pub starts_in: Duration,
+    /// What the answer was, for counting it on a shared store too.
+    pub(crate) ticket: Ticket,
+}
+
+/// An accepted answer's challenge: its network, its id (the low 64 bits, as the used ids keep
+/// it), when it expires (Unix seconds) and the turns its pass costs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Ticket {
+    pub network: economy::Network,
+    pub id: u64,
+    pub expires: u64,
+    pub cost: u32,
 }
 
 /// A pass read from a cookie.
@@ -380,14 +393,7 @@ impl Challenger {
         self.economy
             .most_pressed(count, Instant::now())
             .into_iter()
-            .map(|((family, bits), minted)| {
-                let text = if family == 4 {
-                    format!("{}/24", std::net::Ipv4Addr::from(bits as u32))
-                } else {
-                    format!("{}/48", std::net::Ipv6Addr::from(bits))
-                };
-                (text, minted)
-            })
+            .map(|(network, minted)| (economy::network_text(network), minted))
             .collect()
     }
 
@@ -525,13 +531,15 @@ impl Challenger {
                 Turn::In(delay) => delay,
                 Turn::Busy(retry) => return Err(AnswerError::Busy(retry)),
             };
-        used.push((id as u64, issued.saturating_add(CHALLENGE_LIFETIME.as_secs()).saturating_add(1)));
+        let expires = issued.saturating_add(CHALLENGE_LIFETIME.as_secs()).saturating_add(1);
+        used.push((id as u64, expires));
         let issued_at = UNIX_EPOCH + Duration::from_secs(issued);
         Ok(Answered {
             earned,
             extra_bits: difficulty.saturating_sub(self.config.difficulty),
             solved_in: now.duration_since(issued_at).unwrap_or_default(),
             starts_in,
+            ticket: Ticket { network: (binding.family, binding.network), id: id as u64, expires, cost },
         })
     }
 

@@ -156,6 +156,8 @@ impl Earned {
 pub struct PassFacts {
     /// The pass's random id (its client key is `pass:<id in hex>`).
     pub id: u128,
+    /// Whether the request is a page view (what a pass's pace and day's budget count).
+    pub page_view: bool,
     /// Seconds since it was earned.
     pub age: u64,
     /// How it was earned.

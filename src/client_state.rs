@@ -179,6 +179,11 @@ impl ClientStates {
         self.store.as_deref()
     }
 
+    /// The shared store, for work that outlives the request waiting for it.
+    pub(crate) fn shared_store(&self) -> Option<Arc<Store>> {
+        self.store.clone()
+    }
+
     /// Connects the store and sends updates until dropped; `None` without a store.
     pub(crate) fn run_store(&self) -> Option<impl Future<Output = ()> + Send + 'static> {
         let store = self.store.clone()?;

@@ -9,10 +9,12 @@ use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use crate::app::App;
-use crate::challenge::PassCheck;
+use crate::challenge::economy::network_of;
+use crate::challenge::{PassCheck, PassUse};
 use crate::claims::{Claim, PassFacts, RobotsAnswer, RobotsCheck, Signature};
 use crate::client::ClientKey;
 use crate::client_state::History;
+use crate::client_state::store::SharedPassUse;
 use crate::facts::{Coverage, Facts, Headers};
 use crate::lists::List;
 use crate::metrics::HitSource;
@@ -162,9 +164,13 @@ pub fn decide_blocking(app: &App, request: ForwardedRequest, how: How) -> Judgem
 /// completed side by side, each waiting at most its configured verdict wait (or `wait`).
 async fn verified_facts(app: &App, request: ForwardedRequest, wait: Option<Duration>) -> Facts {
     let facts = facts(app, request);
-    let Verified { crawler, signature, history, pass } = verify(app, &facts, wait).await;
+    let Verified { crawler, signature, history, pass, pass_use } = verify(app, &facts, wait).await;
     let pass = match (facts.pass, pass) {
         (Some(facts), Some(shared)) => Some(with_shared_history(app, facts, shared)),
+        (facts, _) => facts,
+    };
+    let pass = match (pass, pass_use) {
+        (Some(facts), Some(shared)) => Some(with_shared_use(app, facts, shared)),
         (facts, _) => facts,
     };
     Facts { crawler, signature, history: history.unwrap_or(facts.history), pass, ..facts }
@@ -178,6 +184,8 @@ struct Verified {
     history: Option<History>,
     /// The pass's shared history, when the store brought one.
     pass: Option<History>,
+    /// The pass's page view as every replica counted it, when the store answered in time.
+    pass_use: Option<SharedPassUse>,
 }
 
 /// Completes `facts`' crawler claim, signature and shared history side by side, each within its
@@ -210,8 +218,20 @@ async fn verify(app: &App, facts: &Facts, wait: Option<Duration>) -> Verified {
             None => None,
         }
     };
-    let ((), (), history, pass) = tokio::join!(claimed, signed, shared, pass);
-    Verified { crawler, signature, history, pass }
+    // And its page view, on every replica's count of its pace, day and networks.
+    let pass_use = async {
+        let (Some(pass), Some(store)) = (&facts.pass, app.clients.shared_store()) else { return None };
+        if !pass.page_view || !store.usable() {
+            return None;
+        }
+        let (id, terms, wait) = (pass.id, app.challenges.pace_terms(), store.config().wait);
+        let network = crate::challenge::economy::network_text(network_of(facts.address));
+        // Spawned, so a count the verdict stops waiting for still completes.
+        let counting = tokio::spawn(async move { store.pass_use(id, &network, &terms).await });
+        tokio::time::timeout(wait, counting).await.ok()?.ok()?.ok()
+    };
+    let ((), (), history, pass, pass_use) = tokio::join!(claimed, signed, shared, pass, pass_use);
+    Verified { crawler, signature, history, pass, pass_use }
 }
 
 /// Identity, enrichment and history for `request`; a trap URL counts as a trap hit.
@@ -326,14 +346,11 @@ fn pass_facts(
         app.metrics.pass_rechallenged(reason);
     }
     if let (Some(reason), true) = (used.burned, used.newly_burned) {
-        app.metrics.pass_burned(reason);
-        let limit = u64::from(app.challenges.config().burn.trap_hits);
-        while history.trap_hits < limit {
-            history = app.clients.record_trap_hit_at(key, at);
-        }
+        history = record_burn(app, key, reason, history, at);
     }
     let issued = UNIX_EPOCH + Duration::from_secs(pass.issued);
     Some(PassFacts {
+        page_view,
         id: pass.id,
         age: now.duration_since(issued).map_or(0, |age| age.as_secs()),
         earned: pass.earned,
@@ -351,6 +368,47 @@ pub(crate) fn is_datacenter(compiled: &crate::rules::Compiled, geo: &crate::geo:
     geo.asn.is_some_and(
         |asn| matches!(compiled.list(DATACENTER_ASNS), Some(List::Asns(asns)) if asns.find(asn).is_some()),
     )
+}
+
+/// Counts a burn of the pass under `key` for `reason`, and records it as trap hits on the pass,
+/// up to the burn's limit, so that every replica sharing the store sees it burned: the pass's
+/// history after.
+fn record_burn(
+    app: &App,
+    key: ClientKey,
+    reason: &'static str,
+    mut history: History,
+    at: Instant,
+) -> History {
+    app.metrics.pass_burned(reason);
+    let limit = u64::from(app.challenges.config().burn.trap_hits);
+    while history.trap_hits < limit {
+        history = app.clients.record_trap_hit_at(key, at);
+    }
+    history
+}
+
+/// A pass's facts with its page view as every replica counted it: a re-challenge or a burn the
+/// shared count finds (and this replica's did not) is counted here, a burn recorded as a local
+/// one is.
+fn with_shared_use(app: &App, pass: PassFacts, shared: SharedPassUse) -> PassFacts {
+    let local = PassUse {
+        networks: pass.networks,
+        burned: pass.burned,
+        newly_burned: false,
+        rechallenge: pass.rechallenge,
+    };
+    let used = app.challenges.with_shared_use(pass.id, local, shared);
+    if let (Some(reason), None) = (used.rechallenge, pass.rechallenge) {
+        app.metrics.pass_rechallenged(reason);
+    }
+    let history = match (used.burned, used.newly_burned) {
+        (Some(reason), true) => {
+            record_burn(app, ClientKey::pass(pass.id), reason, pass.history, Instant::now())
+        }
+        _ => pass.history,
+    };
+    PassFacts { networks: used.networks, burned: used.burned, rechallenge: used.rechallenge, history, ..pass }
 }
 
 /// A pass's facts with its history as every replica left it: trap hits recorded elsewhere (a

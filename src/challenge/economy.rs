@@ -45,6 +45,15 @@ pub(crate) fn network_of(address: IpAddr) -> Network {
     }
 }
 
+/// A network as text: `198.51.100.0/24`, `2001:db8::/48`.
+pub(crate) fn network_text((family, bits): Network) -> String {
+    if family == 4 {
+        format!("{}/24", std::net::Ipv4Addr::from(bits as u32))
+    } else {
+        format!("{}/48", std::net::Ipv6Addr::from(bits))
+    }
+}
+
 /// Answers a network may have accepted, at any rate, before its passes cost more: an office of a
 /// few dozen people behind one address never notices.
 pub(crate) const FREE_PASSES: u32 = 48;
@@ -243,6 +252,17 @@ impl Economy {
         }
         record.minted.add(1.0, at, pressure_tau());
         turn
+    }
+
+    /// A shared store counted `minted` passes from `network` lately, every replica's together:
+    /// this replica's count is raised to it, so that its next challenges there are priced by it.
+    pub(crate) fn observe(&self, network: Network, minted: f64, at: Instant) {
+        let record = self.network(network, at);
+        let mut record = lock(&record);
+        let local = record.minted.at(at, pressure_tau());
+        if minted > local {
+            record.minted.add(minted - local, at, pressure_tau());
+        }
     }
 
     /// Whether a pass holder's page view at `address` (on a datacenter network), which would

@@ -136,6 +136,8 @@ pub(crate) struct Store {
     connection: OnceLock<Connection>,
     update: Script,
     trapped: Script,
+    pass_use: Script,
+    mint: Script,
     queue: mpsc::Sender<ClientKey>,
     /// Clients with trap hits to send at once (a client may be in both queues).
     hits: mpsc::Sender<ClientKey>,
@@ -218,6 +220,8 @@ impl Store {
             connection: OnceLock::new(),
             update: Script::new(include_str!("update.lua")),
             trapped: Script::new(include_str!("trapped.lua")),
+            pass_use: Script::new(include_str!("pass_use.lua")),
+            mint: Script::new(include_str!("mint.lua")),
             queue,
             hits,
             queued: Mutex::new(Some((queued, urgent))),
@@ -247,7 +251,7 @@ impl Store {
     }
 
     /// Whether the store is connected and not known to be failing: verdicts wait for it only then.
-    pub(super) fn usable(&self) -> bool {
+    pub(crate) fn usable(&self) -> bool {
         self.connection.get().is_some() && self.health.load(Ordering::Relaxed) != DOWN
     }
 
@@ -380,6 +384,82 @@ impl Store {
                 }
             }
         }
+    }
+
+    /// Counts a page view of the pass `id` from `network` across every replica (`pass_use.lua`):
+    /// its pace, its day's pages and its networks, as every replica's views left them.
+    pub(crate) async fn pass_use(
+        &self,
+        id: u128,
+        network: &str,
+        terms: &PaceTerms,
+    ) -> Result<SharedPassUse, RedisError> {
+        let mut connection = self.connection.get().ok_or_else(not_connected)?.clone();
+        let result: Result<(u64, u32, u32), RedisError> = self
+            .pass_use
+            .key(format!("quagmire:{{{}}}:use", ClientKey::pass(id)))
+            .arg(network)
+            .arg(terms.interval.as_secs_f64())
+            .arg(terms.networks_kept)
+            .arg(terms.window.as_secs_f64())
+            .arg(terms.day.as_secs_f64())
+            .arg(idle_ms(&self.client).max(duration_ms(terms.window)))
+            .invoke_async(&mut connection)
+            .await;
+        match result {
+            Ok((ahead, day_pages, networks)) => {
+                self.succeeded();
+                Ok(SharedPassUse { ahead: Duration::from_millis(ahead), day_pages, networks })
+            }
+            Err(error) => {
+                self.failed("pass_use", &error);
+                Err(error)
+            }
+        }
+    }
+
+    /// Counts an accepted answer to the challenge `id` (expiring at `expires`, Unix seconds) from
+    /// `network` across every replica (`mint.lua`): the id once, whichever replica it reaches; the
+    /// network's passes minted lately; on a `datacenter` network, the pass's turn, `cost` turns.
+    pub(crate) async fn mint(
+        &self,
+        network: &str,
+        id: u64,
+        expires: u64,
+        datacenter: bool,
+        cost: u32,
+        terms: &MintTerms,
+    ) -> Result<SharedMint, RedisError> {
+        let mut connection = self.connection.get().ok_or_else(not_connected)?.clone();
+        let result: Result<(u8, String, u64), RedisError> = self
+            .mint
+            .key(format!("quagmire:{{net:{network}}}:mint"))
+            .key(format!("quagmire:{{net:{network}}}:used"))
+            .arg(format!("{id:016x}"))
+            .arg(expires)
+            .arg(terms.half_life.as_secs_f64())
+            .arg(u8::from(datacenter))
+            .arg(terms.interval.as_secs_f64())
+            .arg(cost)
+            .arg(terms.burst)
+            .arg(terms.longest.as_secs_f64())
+            .arg(terms.kept)
+            .arg(duration_ms(terms.idle))
+            .invoke_async(&mut connection)
+            .await;
+        let answer = result.and_then(|(outcome, minted, delay)| {
+            let (minted, delay) = (parse_float(&minted)?, Duration::from_millis(delay));
+            Ok(match outcome {
+                0 => SharedMint::Minted { minted, delay },
+                1 => SharedMint::Replayed { minted },
+                _ => SharedMint::Busy { minted, retry: delay },
+            })
+        });
+        match &answer {
+            Ok(_) => self.succeeded(),
+            Err(error) => self.failed("mint", error),
+        }
+        answer
     }
 
     fn enqueue_again(&self, key: ClientKey, record: &Record) {
@@ -547,6 +627,66 @@ impl Store {
             Ok(Connection::Single(ConnectionManager::new_lazy_with_config(client, config)?))
         }
     }
+}
+
+/// A pass's pace terms, for [`Store::pass_use`] (the challenge's burn limits).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct PaceTerms {
+    /// The page pace: one page view per this.
+    pub interval: Duration,
+    /// Networks remembered per pass (its limit plus one: enough to see it crossed).
+    pub networks_kept: u32,
+    /// How long a network counts after the pass's last use from it.
+    pub window: Duration,
+    /// The page budget's window.
+    pub day: Duration,
+}
+
+/// What every replica's page views of a pass add up to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct SharedPassUse {
+    /// How far the pass's page pace ran ahead of now before this view.
+    pub ahead: Duration,
+    /// Page views in the pass's day, this one included.
+    pub day_pages: u32,
+    /// Networks it was used from within the window, this one included.
+    pub networks: u32,
+}
+
+/// A network's minting terms, for [`Store::mint`] (the challenge's economy).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct MintTerms {
+    /// The half-life of a network's count of passes minted.
+    pub half_life: Duration,
+    /// A datacenter network's passes start one per this, past its burst.
+    pub interval: Duration,
+    /// That burst, in turns.
+    pub burst: u32,
+    /// Turns are booked at most this far ahead.
+    pub longest: Duration,
+    /// Answered ids kept per network: past them, answers are refused as busy.
+    pub kept: u32,
+    /// A network's record is forgotten after this long without answers.
+    pub idle: Duration,
+}
+
+/// What the store said of an accepted answer, with the network's passes minted lately.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(crate) enum SharedMint {
+    /// Minted; its pass starts `delay` from now (its network's turn).
+    Minted { minted: f64, delay: Duration },
+    /// The challenge was answered already, on some replica.
+    Replayed { minted: f64 },
+    /// Not minted: the network's ids or turns are full; try again in `retry`.
+    Busy { minted: f64, retry: Duration },
+}
+
+fn not_connected() -> RedisError {
+    RedisError::from((redis::ErrorKind::Client, "the store is not connected yet"))
+}
+
+fn duration_ms(duration: Duration) -> u64 {
+    u64::try_from(duration.as_millis()).unwrap_or(u64::MAX).max(1)
 }
 
 fn idle_ms(config: &super::ClientStateConfig) -> u64 {

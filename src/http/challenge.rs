@@ -118,10 +118,16 @@ pub(crate) async fn answer(
     let user_agent = headers.get(header::USER_AGENT).and_then(|value| value.to_str().ok()).unwrap_or("");
     let now = SystemTime::now();
     let datacenter = crate::verdict::is_datacenter(&app.rules.compiled(), &app.geo.lookup(address));
-    let checked = match &token {
+    let mut checked = match &token {
         Some(token) => app.challenges.answer(token, nonce.as_deref(), address, user_agent, datacenter, now),
         None => Err(AnswerError::Malformed),
     };
+    // With a shared store, the answer counts as every replica's answers from its network add up.
+    if let (Ok(answered), Some(store)) = (&checked, app.clients.shared_store())
+        && store.usable()
+    {
+        checked = app.challenges.answer_shared(store, *answered, datacenter).await;
+    }
     match checked {
         Ok(answered) => {
             app.metrics.challenge_answer(answered.earned.as_str(), Some(answered.solved_in));
@@ -137,14 +143,7 @@ pub(crate) async fn answer(
             let starts = now + Duration::from_secs(wait);
             let cookie = app.challenges.set_cookie(&app.challenges.mint(answered.earned, starts), secure);
             let mut response = if wait == 0 {
-                let mut response = Response::new(Body::empty());
-                *response.status_mut() = StatusCode::SEE_OTHER;
-                // Checked above: a path on this host, so the browser stays on the site.
-                if let Ok(location) = HeaderValue::from_str(&target) {
-                    response.headers_mut().insert(header::LOCATION, location);
-                }
-                response.headers_mut().insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
-                response
+                see_other(&target)
             } else {
                 html_page(StatusCode::OK, app.challenges.waiting_page(wait, &target, TURN))
             };
@@ -168,6 +167,13 @@ pub(crate) async fn answer(
         }
         Err(error) => {
             app.metrics.challenge_answer(error.as_str(), None);
+            // A tab whose challenge was overtaken (another tab answered first, or the answer came
+            // back twice) while the browser holds a good pass: the page, not a new check. An
+            // answer never takes a good pass away, nor makes a person with one work again.
+            let cookies = headers.get_all(header::COOKIE).iter().filter_map(|value| value.to_str().ok());
+            if matches!(app.challenges.pass_in_fields(cookies, now), PassCheck::Valid(_)) {
+                return see_other(&target);
+            }
             // The page below is a fresh challenge. Asked for without a real token (a bare
             // `answer`), it is one more challenge shown to whoever asked, or the answer path
             // would hand out challenges no count ever sees.
@@ -181,6 +187,18 @@ pub(crate) async fn answer(
             response
         }
     }
+}
+
+/// A 303 to `target`, which the caller has checked is a path on this host (so the browser stays
+/// on the site).
+fn see_other(target: &str) -> Response {
+    let mut response = Response::new(Body::empty());
+    *response.status_mut() = StatusCode::SEE_OTHER;
+    if let Ok(location) = HeaderValue::from_str(target) {
+        response.headers_mut().insert(header::LOCATION, location);
+    }
+    response.headers_mut().insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    response
 }
 
 /// `<path>challenge.js`.

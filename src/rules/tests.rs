@@ -301,6 +301,7 @@ fn default_rules_trap_datacenter_clients_over_quota_and_only_mark_others() {
 /// A good pass, or one burned for `burned`.
 fn pass(burned: Option<&'static str>) -> crate::claims::PassFacts {
     crate::claims::PassFacts {
+        page_view: true,
         id: 7,
         age: 30,
         earned: crate::claims::Earned::Work,

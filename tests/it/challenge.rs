@@ -68,6 +68,25 @@ async fn start_site() -> (SocketAddr, Seen) {
                 }
             }),
         )
+        // A page whose script keeps asking the origin for JSON, as dashboards and feeds do, and
+        // writes down what each answer was.
+        .route(
+            "/app",
+            axum::routing::get(|| async {
+                let html = "<!doctype html><html><head><title>origin app</title></head><body>\
+                     <h1>origin app</h1><script>window.seen = [];\
+                     setInterval(function () { fetch('/api/data.json').then(function (response) {\
+                     return response.text().then(function (text) {\
+                     window.seen.push(response.status + ' ' + text.slice(0, 40)); }); },\
+                     function (error) { window.seen.push('failed ' + error); }); }, 250);</script>\
+                     </body></html>";
+                ([(header::CONTENT_TYPE, "text/html; charset=utf-8")], html)
+            }),
+        )
+        .route(
+            "/api/data.json",
+            axum::routing::get(|| async { ([(header::CONTENT_TYPE, "application/json")], "{\"origin\":\"data\"}") }),
+        )
         .fallback(|uri: axum::http::Uri| async move { format!("origin GET {}", uri.path()) });
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let address = listener.local_addr().unwrap();
@@ -197,6 +216,38 @@ impl Browser {
         let text = self.http.get(self.url(&path)).send().await.unwrap().text().await.unwrap();
         let body: serde_json::Value = serde_json::from_str(&text).unwrap();
         body["value"].as_str().unwrap_or_default().to_string()
+    }
+
+    /// Runs `script` in the current page and returns what it returns.
+    async fn run(&self, script: &str) -> serde_json::Value {
+        let path = format!("/session/{}/execute/sync", self.session);
+        let body = serde_json::json!({ "script": script, "args": [] }).to_string();
+        let text = self.http.post(self.url(&path)).body(body).send().await.unwrap().text().await.unwrap();
+        let mut reply: serde_json::Value = serde_json::from_str(&text).unwrap();
+        reply["value"].take()
+    }
+
+    /// The browser's tabs (WebDriver window handles), oldest first.
+    async fn tabs(&self) -> Vec<String> {
+        let path = format!("/session/{}/window/handles", self.session);
+        let text = self.http.get(self.url(&path)).send().await.unwrap().text().await.unwrap();
+        let reply: serde_json::Value = serde_json::from_str(&text).unwrap();
+        let handles = reply["value"].as_array().cloned().unwrap_or_default();
+        handles.iter().filter_map(|handle| handle.as_str().map(str::to_string)).collect()
+    }
+
+    async fn switch_to(&self, tab: &str) {
+        let path = format!("/session/{}/window", self.session);
+        let body = serde_json::json!({ "handle": tab }).to_string();
+        let response = self.http.post(self.url(&path)).body(body).send().await.unwrap();
+        assert!(response.status().is_success(), "switching to {tab}: {}", response.text().await.unwrap());
+    }
+
+    /// Forgets every cookie: a pass that has expired, as far as the site can tell.
+    async fn forget_cookies(&self) {
+        let path = format!("/session/{}/cookie", self.session);
+        let response = self.http.delete(self.url(&path)).send().await.unwrap();
+        assert!(response.status().is_success(), "deleting cookies: {}", response.text().await.unwrap());
     }
 
     /// Waits until the page is no longer the challenge, and returns it.
@@ -651,6 +702,128 @@ async fn passes_past_a_datacenter_networks_burst_wait_their_turn() {
         .unwrap();
     assert_eq!(response.status(), 401);
     assert!(response.headers().contains_key("accept-signature"), "{:?}", response.headers());
+}
+
+/// A person who opens two of the site's links in new tabs at once, with no pass yet: both tabs
+/// are challenged, both answer, and both show their page. Neither answer undoes the other's.
+#[tokio::test]
+async fn two_tabs_challenged_at_once_both_answer() {
+    let Some(site) = deploy("caddy", "caddy/transparent.Caddyfile", WIRING).await else { return };
+    let Some(browser) = Browser::start(true).await else { return };
+    browser.go("about:blank").await;
+    let script = format!("window.open('{0}/page/1'); window.open('{0}/page/2'); return true;", site.base);
+    assert_eq!(browser.run(&script).await, serde_json::Value::Bool(true));
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let tabs = loop {
+        let tabs = browser.tabs().await;
+        if tabs.len() == 3 {
+            break tabs;
+        }
+        assert!(Instant::now() < deadline, "the tabs did not open: {tabs:?}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    let mut shown = Vec::new();
+    for tab in &tabs[1..] {
+        browser.switch_to(tab).await;
+        let page = browser.past_the_challenge(Duration::from_secs(60)).await;
+        shown.extend((1..=2).filter(|&n| is_origin(&page, n)));
+    }
+    shown.sort();
+    assert_eq!(shown, [1, 2], "both tabs show their page");
+    let metrics =
+        reqwest::get(format!("http://{}/metrics", site.server.verdict)).await.unwrap().text().await.unwrap();
+    // Both tabs asked before either had a pass: two challenges shown, and two answers taken.
+    assert!(metrics.contains("quagmire_challenges_issued_total 2\n"), "{metrics}");
+    assert_eq!(sample(&metrics, "quagmire_challenge_answers_total{result=\"work\"}"), 2, "{metrics}");
+    // And the browser reads on with whichever pass it kept.
+    browser.go(&format!("{}/page/3", site.base)).await;
+    assert!(is_origin(&browser.source().await, 3), "{}", browser.source().await);
+}
+
+/// A page whose script keeps fetching JSON while the browser has no pass and another tab shows
+/// the challenge: every fetch gets the origin's JSON, never the challenge page (which a script
+/// cannot answer, and which would break the page).
+#[tokio::test]
+async fn fetches_while_a_challenge_is_shown_get_the_origins_answers() {
+    let Some(site) = deploy("caddy", "caddy/transparent.Caddyfile", WIRING).await else { return };
+    let Some(browser) = Browser::start(true).await else { return };
+    browser.go(&format!("{}/app", site.base)).await;
+    let page = browser.past_the_challenge(Duration::from_secs(60)).await;
+    assert!(page.contains("<h1>origin app</h1>"), "{page}");
+    let app = browser.tabs().await.remove(0);
+    // The pass is gone (expired, cleared); the page's script goes on, and a second tab asks for a
+    // page, which is challenged.
+    browser.forget_cookies().await;
+    let from = browser.run("return window.seen.length;").await.as_u64().unwrap() as usize;
+    let script = format!("window.open('{}/page/7'); return true;", site.base);
+    browser.run(&script).await;
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let seen = loop {
+        let seen = browser.run("return window.seen;").await;
+        let seen: Vec<String> = serde_json::from_value(seen).unwrap();
+        let issued = reqwest::get(format!("http://{}/metrics", site.server.verdict))
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap();
+        if seen.len() >= from + 12 && issued.contains("quagmire_challenges_issued_total 2\n") {
+            break seen;
+        }
+        assert!(Instant::now() < deadline, "{} fetches since the pass went:\n{issued}", seen.len() - from);
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    for answer in &seen[from..] {
+        assert_eq!(answer, "200 {\"origin\":\"data\"}", "a fetch without a pass: {seen:?}");
+    }
+    // The other tab answered its challenge; the app's tab is still the app.
+    for tab in browser.tabs().await {
+        browser.switch_to(&tab).await;
+        let page = browser.past_the_challenge(Duration::from_secs(60)).await;
+        let expected = if tab == app { "<h1>origin app</h1>" } else { "<h1>origin page 7</h1>" };
+        assert!(page.contains(expected), "{page}");
+    }
+}
+
+/// An answer that comes back after the browser already holds a good pass (another tab answered
+/// first, or the same answer twice) goes to the page with that pass, never to a new check; the
+/// same answer without a pass is refused with a fresh challenge.
+#[tokio::test]
+async fn an_overtaken_answer_keeps_the_pass() {
+    let Some(site) =
+        deploy("caddy", "caddy/transparent.Caddyfile", "challenge {\n    difficulty 8\n}\n").await
+    else {
+        return;
+    };
+    let from: IpAddr = "127.0.0.1".parse().unwrap();
+    let (status, page) = view(&site, from, "/page/1", "").await;
+    assert_eq!(status, 401, "{page}");
+    let token = attribute(&page, "data-challenge");
+    let nonce = solve(&token, attribute(&page, "data-difficulty").parse().unwrap());
+    let url = format!("{}/.quagmire/answer?c={token}&n={nonce}&to=%2Fpage%2F1", site.base);
+    let http = reqwest::Client::builder()
+        .local_address(from)
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap();
+    let answer = |cookie: Option<String>| {
+        let mut request = http.get(&url).header("user-agent", FIREFOX_UA);
+        if let Some(cookie) = cookie {
+            request = request.header("cookie", cookie);
+        }
+        request.send()
+    };
+    let first = answer(None).await.unwrap();
+    assert_eq!(first.status(), 303);
+    let pass = first.headers()["set-cookie"].to_str().unwrap().split(';').next().unwrap().to_string();
+    let again = answer(Some(pass.clone())).await.unwrap();
+    assert_eq!(again.status(), 303, "{:?}", again.headers());
+    assert_eq!(again.headers()["location"], "/page/1");
+    assert!(again.headers().get("set-cookie").is_none(), "the pass is kept as it is");
+    assert_eq!(outcome(&site, "127.0.0.1", "/page/2", &pass).await, "origin");
+    let without = answer(None).await.unwrap();
+    assert_eq!(without.status(), 403);
+    assert!(is_challenge(&without.text().await.unwrap()));
 }
 
 /// The same Chromium as a person, a page every few seconds from the same network: never

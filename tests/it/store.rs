@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::support::{Server, get, header, quagmire, require_program, verdict, write_file};
+use crate::support::{Server, attribute, get, header, quagmire, require_program, solve, verdict, write_file};
 
 const CHROME: &str = "Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/130.0.0.0 Safari/537.36";
 
@@ -641,4 +641,96 @@ async fn a_pass_earned_through_one_replica_is_honoured_by_the_other_and_a_burn_r
     .await;
     assert!(burned, "B still honours a pass burned on A");
     assert_eq!(page_view_with(&a, "203.0.113.51", &cookie).await, (403, "burned-pass".into()));
+}
+
+/// Two replicas on one store, each with a quick challenge: what a crawler would spread over them.
+fn two_replicas(redis: &Redis, dir: &Path) -> (Server, Server) {
+    let config = |name: &str| {
+        let text = format!(
+            "clients {{\n    store \"{}\"\n{PATIENT}\n}}\nchallenge {{\n    difficulty 8\n}}\n",
+            redis.url()
+        );
+        write_file(dir, &format!("{name}.kdl"), &text)
+    };
+    let (a, b) = (config("a"), config("b"));
+    (Server::start(&["--config", &a]), Server::start(&["--config", &b]))
+}
+
+/// A challenge from `server`'s `/challenge` for `client`, solved: the answer's URL.
+async fn solved_challenge(server: &Server, client: &str) -> (String, u32) {
+    let http = reqwest::Client::new();
+    let page = http
+        .get(format!("http://{}/challenge", server.verdict))
+        .header("user-agent", CHROME)
+        .header("x-forwarded-for", client)
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let (challenge, bits) = (attribute(&page, "data-challenge"), attribute(&page, "data-difficulty"));
+    let bits: u32 = bits.parse().unwrap();
+    let nonce = solve(&challenge, bits);
+    (format!("/.quagmire/answer?c={challenge}&n={nonce}&to=%2F"), bits)
+}
+
+/// `answer` (a path from [`solved_challenge`]) sent to `server` from `client`: its status.
+async fn send_answer(server: &Server, client: &str, answer: &str) -> u16 {
+    let http = reqwest::Client::builder().redirect(reqwest::redirect::Policy::none()).build().unwrap();
+    let response = http
+        .get(format!("http://{}{answer}", server.verdict))
+        .header("user-agent", CHROME)
+        .header("x-forwarded-for", client)
+        .send()
+        .await
+        .unwrap();
+    response.status().as_u16()
+}
+
+/// A pass read through two replicas behind a load balancer has one pace, not two: its burst of
+/// page views, alternating between them, is asked again where one replica's share of it would
+/// not be; and a challenge answered on one replica cannot be answered again on the other.
+#[tokio::test]
+async fn two_replicas_give_a_pass_one_pace_and_a_challenge_one_answer() {
+    let Some(redis) = Redis::start() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let (a, b) = two_replicas(&redis, dir.path());
+    let cookie = crate::support::earn_pass(&a, "198.51.100.7", CHROME).await;
+    // Twelve page views at once, six on each: each replica alone sees fewer than the burst (8).
+    let mut outcomes = Vec::new();
+    for n in 0..12 {
+        let server = if n % 2 == 0 { &a } else { &b };
+        outcomes.push(page_view_with(server, "198.51.100.7", &cookie).await);
+    }
+    assert!(outcomes[..8].iter().all(|outcome| outcome.0 == 200), "{outcomes:?}");
+    assert!(outcomes[8..].iter().all(|outcome| *outcome == (401, "pass-over-pace".into())), "{outcomes:?}");
+
+    let (answer, _) = solved_challenge(&a, "198.51.100.8").await;
+    assert_eq!(send_answer(&a, "198.51.100.8", &answer).await, 303);
+    assert_eq!(send_answer(&b, "198.51.100.8", &answer).await, 403, "answered twice, once on each replica");
+    assert!(metrics(&b).await.contains("quagmire_challenge_answers_total{result=\"replayed\"} 1\n"));
+}
+
+/// A network's passes are counted once across replicas: answers spread over two replicas raise
+/// the price of the network's next challenge on both, as the same answers on one replica would.
+#[tokio::test]
+async fn a_networks_passes_minted_on_two_replicas_price_its_next_challenge_on_both() {
+    let Some(redis) = Redis::start() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let (a, b) = two_replicas(&redis, dir.path());
+    // 60 answers from one /24, 30 on each replica: past the 48 free ones together, not alone.
+    for n in 0..60u8 {
+        let server = if n % 2 == 0 { &a } else { &b };
+        let client = format!("198.51.100.{}", n + 1);
+        let (answer, bits) = solved_challenge(server, &client).await;
+        if n < 48 {
+            assert_eq!(bits, 8, "answer {n} was priced already");
+        }
+        assert_eq!(send_answer(server, &client, &answer).await, 303, "answer {n}");
+    }
+    for server in [&a, &b] {
+        let (_, bits) = solved_challenge(server, "198.51.100.200").await;
+        assert_eq!(bits, 9, "60 passes from one network, and its next challenge costs what it did");
+    }
 }

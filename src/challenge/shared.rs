@@ -1,0 +1,112 @@
+//! Passes and their prices across replicas. With a shared store, each page view of a pass and
+//! each accepted answer is counted there too (`client_state/store.rs`, its `pass_use.lua` and
+//! `mint.lua`), atomically, so that two replicas behind a load balancer give a crawler no more
+//! than one: one page pace and one day's budget per pass, one set of networks, one used id per
+//! challenge, one count and one turn queue per network.
+//!
+//! This replica's own records ([`super::Challenger::observe_pass`], [`super::economy`]) still
+//! decide first, and alone when there is no store or it does not answer within its budget; the
+//! store's view can only add to them (a later turn, a re-challenge, a burn), never take away.
+//! The crowd's share (page views per datacenter address and network) stays per replica: its
+//! budgets are per replica, and say so.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use super::economy::{self, FREE_PASSES, LONGEST_TURN, MINT_INTERVAL, PRESSURE_HALF_LIFE};
+use super::{
+    ANSWERS_PER_NETWORK, AnswerError, Answered, BURN_AHEAD, Challenger, DAY, PAGES_PER_DAY, PassUse,
+};
+use crate::client_state::store::{MintTerms, PaceTerms, SharedMint, SharedPassUse, Store};
+
+/// Longest an answer waits for the store. The answer path is one request per pass, not the
+/// verdict's hot path, so it may wait longer than a verdict does; past this, the replica's own
+/// count decides, and the store's update still completes (it is spawned).
+const ANSWER_WAIT: Duration = Duration::from_millis(250);
+
+impl Challenger {
+    /// The pace terms every replica counts a pass's page views by.
+    pub(crate) fn pace_terms(&self) -> PaceTerms {
+        let burn = &self.config.burn;
+        PaceTerms {
+            interval: Duration::from_secs(60) / burn.pages_per_minute.max(1),
+            networks_kept: burn.networks.saturating_add(1),
+            window: burn.window,
+            day: DAY,
+        }
+    }
+
+    /// `answered`, accepted by this replica, as every replica's answers from its network add
+    /// up on `store`: refused as replayed when another replica took the same challenge, busy
+    /// when the network's queue or ids are full there, else starting at the later of the two
+    /// turns. The store's count of the network's passes prices its next challenges here too.
+    pub(crate) async fn answer_shared(
+        &self,
+        store: Arc<Store>,
+        answered: Answered,
+        datacenter: bool,
+    ) -> Result<Answered, AnswerError> {
+        let ticket = answered.ticket;
+        let terms = MintTerms {
+            half_life: PRESSURE_HALF_LIFE,
+            interval: MINT_INTERVAL,
+            burst: FREE_PASSES,
+            longest: LONGEST_TURN,
+            kept: ANSWERS_PER_NETWORK as u32,
+            idle: PRESSURE_HALF_LIFE * 6,
+        };
+        let network = economy::network_text(ticket.network);
+        let minting = tokio::spawn(async move {
+            store.mint(&network, ticket.id, ticket.expires, datacenter, ticket.cost, &terms).await
+        });
+        let Ok(Ok(Ok(shared))) = tokio::time::timeout(ANSWER_WAIT, minting).await else {
+            return Ok(answered);
+        };
+        let (minted, outcome) = match shared {
+            SharedMint::Minted { minted, delay } => {
+                (minted, Ok(Answered { starts_in: answered.starts_in.max(delay), ..answered }))
+            }
+            SharedMint::Replayed { minted } => (minted, Err(AnswerError::Replayed)),
+            SharedMint::Busy { minted, retry } => (minted, Err(AnswerError::Busy(retry))),
+        };
+        self.economy.observe(ticket.network, minted, Instant::now());
+        outcome
+    }
+
+    /// A pass's use as every replica's page views of it add up (`shared`), with `local`, this
+    /// replica's: the more networks of the two; burned when the shared networks or pace burn
+    /// it; asked again when the shared pace or day's budget does. A burn found here is kept on
+    /// this replica's record, so that it is counted once.
+    pub(crate) fn with_shared_use(&self, id: u128, local: PassUse, shared: SharedPassUse) -> PassUse {
+        let terms = self.pace_terms();
+        let burn = &self.config.burn;
+        let tolerance = terms.interval * burn.page_burst.max(1).saturating_sub(1);
+        let networks = local.networks.max(shared.networks);
+        let burned = local.burned.or_else(|| {
+            if networks > burn.networks {
+                Some("networks")
+            } else if shared.ahead > BURN_AHEAD.max(tolerance) {
+                Some("pages")
+            } else {
+                None
+            }
+        });
+        let newly_burned = local.newly_burned || (local.burned.is_none() && burned.is_some());
+        if burned.is_some()
+            && local.burned.is_none()
+            && let Some(record) = self.passes.get(&id)
+        {
+            record.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).burned = true;
+        }
+        let rechallenge = local.rechallenge.or_else(|| {
+            if shared.ahead > tolerance {
+                Some("pace")
+            } else if shared.day_pages > PAGES_PER_DAY {
+                Some("budget")
+            } else {
+                None
+            }
+        });
+        PassUse { networks, burned, newly_burned, rechallenge: rechallenge.filter(|_| burned.is_none()) }
+    }
+}
