@@ -4,7 +4,10 @@
 # (`examples/passfarm`, bench/tools/passfarm.rs, says what each plays). Every request goes to
 # loopback; the client addresses are X-Forwarded-For values from a trusted (loopback) peer.
 #
-# usage: bench/pass-economy.sh [SECONDS] [SCENARIO...]
+# With REPLICAS="1 2", each scenario runs against one quagmire and, side by side, against two
+# replicas sharing one Redis behind a round-robin balancer (needs redis-server).
+#
+# usage: [REPLICAS="1 2"] bench/pass-economy.sh [SECONDS] [SCENARIO...]
 #   SCENARIO: farm-work-N, farm-wait-N (N addresses of one /24, 40 crawler threads each), office-40
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -15,13 +18,19 @@ scenarios=("$@")
 cargo build --release --quiet --bin quagmire --example passfarm
 dir=$(mktemp -d)
 trap 'kill $(jobs -p) 2>/dev/null || true; rm -rf "$dir"' EXIT
+read -r -a replicas <<<"${REPLICAS:-1}"
 port=18700
 for scenario in "${scenarios[@]}"; do
-  target/release/examples/passfarm target/release/quagmire "$scenario" "$seconds" "$port" >"$dir/$scenario.txt" 2>&1 &
-  port=$((port + 10))
+  for count in "${replicas[@]}"; do
+    target/release/examples/passfarm target/release/quagmire "$scenario" "$seconds" "$port" "$count" \
+      >"$dir/$scenario-$count.txt" 2>&1 &
+    port=$((port + 10))
+  done
 done
 wait
 for scenario in "${scenarios[@]}"; do
-  cat "$dir/$scenario.txt"
-  echo
+  for count in "${replicas[@]}"; do
+    cat "$dir/$scenario-$count.txt"
+    echo
+  done
 done

@@ -16,7 +16,11 @@
 //! The client addresses are header values only (`X-Forwarded-For` from a loopback peer, which
 //! quagmire trusts by default): every packet goes to 127.0.0.1.
 //!
-//! usage: passfarm QUAGMIRE_BINARY SCENARIO SECONDS PORT
+//! With REPLICAS 2, two quagmire replicas share one Redis (`redis-server` on PORT + 5, started
+//! here) behind a round-robin balancer: each request goes to the next replica, as a load
+//! balancer spreads a crawler's requests.
+//!
+//! usage: passfarm QUAGMIRE_BINARY SCENARIO SECONDS PORT [REPLICAS]
 
 use std::net::IpAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -71,9 +75,23 @@ impl Tally {
 #[derive(Clone)]
 struct Client {
     http: reqwest::Client,
-    base: String,
+    replicas: Replicas,
     address: IpAddr,
     user_agent: String,
+}
+
+/// The replicas' verdict listeners, taken in turn (a round-robin load balancer).
+#[derive(Clone)]
+struct Replicas {
+    bases: Arc<Vec<String>>,
+    turn: Arc<AtomicU64>,
+}
+
+impl Replicas {
+    fn next(&self) -> &str {
+        let turn = self.turn.fetch_add(1, Ordering::Relaxed) as usize;
+        &self.bases[turn % self.bases.len()]
+    }
 }
 
 enum Outcome {
@@ -118,7 +136,7 @@ impl Client {
     async fn request(&self, path: &str, dest: &str, cookie: Option<&str>) -> Option<(u16, String)> {
         let mut request = self
             .http
-            .get(format!("{}/verdict", self.base))
+            .get(format!("{}/verdict", self.replicas.next()))
             .header("x-forwarded-method", "GET")
             .header("x-forwarded-proto", "https")
             .header("x-forwarded-host", "docs.example")
@@ -179,7 +197,7 @@ impl Client {
         let to: String = form_urlencoded::byte_serialize(path.as_bytes()).collect();
         let response = self
             .http
-            .get(format!("{}/.quagmire/answer?c={token}{nonce}&to={to}", self.base))
+            .get(format!("{}/.quagmire/answer?c={token}{nonce}&to={to}", self.replicas.next()))
             .header("x-forwarded-for", self.address.to_string())
             .header("x-forwarded-proto", "https")
             .header("user-agent", &self.user_agent)
@@ -326,22 +344,54 @@ async fn main() {
         writer.insert_value(network.parse::<ipnet::IpNet>().unwrap(), record).unwrap();
     }
     std::fs::write(&db, writer.to_bytes().unwrap()).unwrap();
-    let config = dir.path().join("quagmire.kdl");
-    std::fs::write(&config, format!("geo {{ asn \"{}\" }}\n", db.display())).unwrap();
-    let mut server = std::process::Command::new(&binary)
-        .args(["serve", "--config", config.to_str().unwrap()])
-        .args(["--listen", &format!("127.0.0.1:{port}"), "--trap-listen", &format!("127.0.0.1:{}", port + 1)])
-        .env("QUAGMIRE_SECRET", "bench-secret-0123456789abcdef")
-        .env("RUST_LOG", "warn")
-        .spawn()
-        .expect("quagmire starts");
-    let base = format!("http://127.0.0.1:{port}");
-    let http = reqwest::Client::builder().redirect(reqwest::redirect::Policy::none()).build().unwrap();
-    let up = Instant::now();
-    while http.get(format!("{base}/health")).send().await.is_err() {
-        assert!(up.elapsed() < Duration::from_secs(10), "quagmire did not start");
-        tokio::time::sleep(Duration::from_millis(100)).await;
+    let replicas: u16 = args.next().and_then(|r| r.parse().ok()).unwrap_or(1);
+    let mut children = Vec::new();
+    let mut store = String::new();
+    if replicas > 1 {
+        let redis = port + 5;
+        children.push(
+            std::process::Command::new("redis-server")
+                .args([
+                    "--port",
+                    &redis.to_string(),
+                    "--bind",
+                    "127.0.0.1",
+                    "--save",
+                    "",
+                    "--appendonly",
+                    "no",
+                ])
+                .stdout(std::process::Stdio::null())
+                .spawn()
+                .expect("redis-server starts"),
+        );
+        store = format!("clients {{\n    store \"redis://127.0.0.1:{redis}\"\n}}\n");
     }
+    let config = dir.path().join("quagmire.kdl");
+    std::fs::write(&config, format!("geo {{ asn \"{}\" }}\n{store}", db.display())).unwrap();
+    let http = reqwest::Client::builder().redirect(reqwest::redirect::Policy::none()).build().unwrap();
+    let mut bases = Vec::new();
+    for replica in 0..replicas {
+        let port = port + 2 * replica;
+        children.push(
+            std::process::Command::new(&binary)
+                .args(["serve", "--config", config.to_str().unwrap()])
+                .args(["--listen", &format!("127.0.0.1:{port}")])
+                .args(["--trap-listen", &format!("127.0.0.1:{}", port + 1)])
+                .env("QUAGMIRE_SECRET", "bench-secret-0123456789abcdef")
+                .env("RUST_LOG", "warn")
+                .spawn()
+                .expect("quagmire starts"),
+        );
+        let base = format!("http://127.0.0.1:{port}");
+        let up = Instant::now();
+        while http.get(format!("{base}/health")).send().await.is_err() {
+            assert!(up.elapsed() < Duration::from_secs(10), "quagmire did not start");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        bases.push(base);
+    }
+    let replicas = Replicas { bases: Arc::new(bases), turn: Arc::new(AtomicU64::new(0)) };
 
     let tally = Arc::new(Tally::new(seconds));
     let deadline = Instant::now() + Duration::from_secs(seconds);
@@ -354,7 +404,7 @@ async fn main() {
             for thread in 0..THREADS_PER_ADDRESS {
                 let client = Client {
                     http: http.clone(),
-                    base: base.clone(),
+                    replicas: replicas.clone(),
                     address: format!("203.0.113.{host}").parse().unwrap(),
                     user_agent: CHROME.into(),
                 };
@@ -375,7 +425,7 @@ async fn main() {
             };
             let client = Client {
                 http: http.clone(),
-                base: base.clone(),
+                replicas: replicas.clone(),
                 address: "198.51.100.7".parse().unwrap(),
                 user_agent,
             };
@@ -386,9 +436,14 @@ async fn main() {
     for task in tasks {
         let _ = task.await;
     }
-    let metrics = http.get(format!("{base}/metrics")).send().await.unwrap().text().await.unwrap();
-    let _ = server.kill();
-    let _ = server.wait();
+    let mut metrics = String::new();
+    for base in replicas.bases.iter() {
+        metrics += &http.get(format!("{base}/metrics")).send().await.unwrap().text().await.unwrap();
+    }
+    for mut child in children {
+        let _ = child.kill();
+        let _ = child.wait();
+    }
 
     let per_minute: Vec<u64> = tally.pages.iter().map(|count| count.load(Ordering::Relaxed)).collect();
     let late: Vec<u64> = per_minute.iter().copied().skip(5).take(5).collect();
@@ -396,7 +451,7 @@ async fn main() {
     let mut bits = tally.extra_bits.lock().unwrap().clone();
     bits.sort_unstable();
     let median_bits = bits.get(bits.len() / 2).copied().unwrap_or(0);
-    println!("scenario {scenario}, {seconds} s");
+    println!("scenario {scenario}, {seconds} s, {} replica(s)", replicas.bases.len());
     println!("real pages each minute: {per_minute:?}");
     println!("real pages a minute in minutes 5-10: {late_rate:.0}");
     println!(
