@@ -46,6 +46,9 @@
 -- "networks" or "pages"; nil while good).
 -- r.pass_burned is that same reason without building the table (nil without a pass or while good).
 -- r.challenges is how many challenges the client was shown since it last answered one.
+-- r.owner_tool is how the request proved it is one of the site owner's own tools (config:
+-- owner-tools { }): "header" (it sent the owner's secret header) or "address" (it came from one
+-- of the owner's addresses), else nil.
 --
 -- Helpers: lists.<file name> for each list under rules/lists/ (ai-crawlers.txt is
 -- lists.ai_crawlers); list:find(ua | ip | asn | path) returns the match or nil; for labelled network
@@ -66,6 +69,9 @@
 -- hit (score 1) never reaches it; a crawler walking the trap reaches it within a few pages, and
 -- stays over it for as long as it keeps walking.
 local TRAP_SCORE_LIMIT = trap_threshold
+-- The request rate (r.request_rate: about 1.44 times the requests of the last minute) past which
+-- a monitor's page views are judged like anyone's: about ten page views a minute.
+local MONITOR_RATE = 15
 -- challenge { unanswered } and challenge { everyone }, read once (a local is cheaper than a global).
 local UNANSWERED_LIMIT, CHALLENGE_EVERYONE = challenge_unanswered, challenge_everyone
 
@@ -76,6 +82,7 @@ local ai_crawlers, ai_crawler_ranges = lists.ai_crawlers, lists.ai_crawler_range
 local always_allowed_paths, program_paths = lists.always_allowed_paths, lists.program_paths
 local datacenter_asns, http_libraries = lists.datacenter_asns, lists.http_libraries
 local link_previews, web_archives, web_archive_asns = lists.link_previews, lists.web_archives, lists.web_archive_asns
+local monitors = lists.monitors
 local lower, format, find = string.lower, string.format, string.find
 local re_test, re_match = re.test, re.match
 
@@ -139,6 +146,19 @@ local function is_page(r)
 end
 
 return {
+  {
+    -- The site owner's own tools (config: owner-tools { }): a monitor or check that sent the
+    -- owner's secret header, or came from the owner's addresses. They are the owner's, so they
+    -- are let through on any path, whatever they look like: a trapped monitor reports the site
+    -- as down.
+    name = "owner-tools",
+    check = function(r)
+      local proof = r.owner_tool
+      if proof then
+        return "allow", "the site owner's tool (" .. proof .. ")"
+      end
+    end,
+  },
   {
     -- Browsers, HTTP libraries and crawlers resolve `/../` (and `/%2e%2e/`) before they send a
     -- request; a raw path that still has one was written by hand to reach a page by a path the
@@ -288,6 +308,25 @@ return {
       local archive = web_archives:find(r.user_agent)
       if archive then
         return "allow", "web archive " .. archive
+      end
+    end,
+  },
+  {
+    -- Tools site owners point at their own sites (lists/monitors.txt): uptime monitors,
+    -- synthetic checks (often a headless browser without fetch metadata), page-speed audits,
+    -- validators, link checkers. A monitor asks for a page every few minutes, an audit loads one
+    -- page and its files: allowed while the client is not rate-limited, its page views only at
+    -- a monitor's rate. The names are forgeable, so a forger gets that rate and no more, never a
+    -- trap URL (trap-url ran first); your own monitor gets through for certain with
+    -- owner-tools { } (a secret header, or its addresses).
+    name = "monitors",
+    check = function(r)
+      if r.rate_limited or (r.request_rate > MONITOR_RATE and is_page(r)) then
+        return
+      end
+      local tool = monitors:find(r.user_agent)
+      if tool then
+        return "allow", "site monitor " .. tool
       end
     end,
   },

@@ -55,6 +55,8 @@ pub struct App {
     pub(crate) challenges: Challenger,
     /// Which trap verdicts get a log line (one per rule and client a minute).
     pub(crate) trap_lines: crate::log_sink::TrapLines,
+    /// The site owner's own tools: their secret header and addresses.
+    pub(crate) owner_tools: crate::owner_tools::OwnerTools,
 }
 
 /// A component that could not be built from the config.
@@ -178,6 +180,7 @@ impl App {
             tracing::info!(robots = %line, "the site's robots.txt");
         }
         let crowdsec = Arc::new(CrowdSec::new(config.crowdsec.clone(), metrics.clone())?);
+        let owner_tools = crate::owner_tools::OwnerTools::new(&config.owner_tools);
         Ok(App {
             config,
             generator,
@@ -193,6 +196,7 @@ impl App {
             crowdsec,
             challenges,
             trap_lines: crate::log_sink::TrapLines::new(),
+            owner_tools,
         })
     }
 }

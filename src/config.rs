@@ -60,6 +60,8 @@ pub struct Config {
     pub preferences: Preferences,
     /// The CrowdSec Local API whose decisions the rules see.
     pub crowdsec: CrowdSecConfig,
+    /// The site owner's own tools (monitors, checks), let through when they prove it.
+    pub owner_tools: crate::owner_tools::OwnerToolsConfig,
     /// The challenge verdict: its difficulty, the pass, the reserved path, the burn limits.
     pub challenge: ChallengeConfig,
 }
@@ -276,6 +278,7 @@ impl Config {
             robots: RobotsConfig::default(),
             preferences: Preferences::default(),
             crowdsec: CrowdSecConfig::default(),
+            owner_tools: Default::default(),
             challenge: ChallengeConfig {
                 difficulty: 0,
                 pass_lifetime: Duration::ZERO,

@@ -52,6 +52,8 @@ pub struct Facts {
     pub pass: Option<crate::claims::PassFacts>,
     /// Challenges the client was shown since it last answered one.
     pub challenges: u32,
+    /// How the request proved it is one of the site owner's own tools, if it did.
+    pub owner_tool: Option<crate::owner_tools::OwnerProof>,
 }
 
 /// Which of a request's headers its source carried. A live request carries every header the

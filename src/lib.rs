@@ -38,6 +38,7 @@ mod log_sink;
 mod metrics;
 mod numbers;
 mod outbound;
+mod owner_tools;
 mod prefix_map;
 mod reload;
 mod replay;

@@ -34,6 +34,7 @@ pub const DEFAULT_LISTS: &[(&str, &str)] = &[
     ("datacenter-asns.txt", include_str!("../rules/lists/datacenter-asns.txt")),
     ("crawler-domains.txt", include_str!("../rules/lists/crawler-domains.txt")),
     ("link-previews.txt", include_str!("../rules/lists/link-previews.txt")),
+    ("monitors.txt", include_str!("../rules/lists/monitors.txt")),
     ("web-archives.txt", include_str!("../rules/lists/web-archives.txt")),
     ("web-archive-asns.txt", include_str!("../rules/lists/web-archive-asns.txt")),
 ];

@@ -283,6 +283,7 @@ fn facts(app: &App, mut request: ForwardedRequest) -> Facts {
     {
         app.metrics.robots(crawler, robots.check == RobotsCheck::Disallowed);
     }
+    let owner_tool = app.owner_tools.prove(&request.headers, address);
     let unsigned = Facts {
         method: request.method,
         proto: request.proto,
@@ -303,6 +304,7 @@ fn facts(app: &App, mut request: ForwardedRequest) -> Facts {
         coverage: request.coverage,
         pass,
         challenges,
+        owner_tool,
     };
     // A signature covers the request as built: checked on it, then part of the facts.
     let signature = app.signatures.check_now(&unsigned);

@@ -49,6 +49,7 @@ const LAYERS: &[(&str, &[&str])] = &[
         "components",
         &[
             "client_state",
+            "owner_tools",
             "claims",
             "facts",
             "crawler",

@@ -182,7 +182,9 @@ const TOP_KEYS: &[&str] = &[
     "preferences",
     "crowdsec",
     "challenge",
+    "owner-tools",
 ];
+const OWNER_TOOLS_KEYS: &[&str] = &["header", "secret-env", "addresses"];
 const VERDICT_KEYS: &[&str] =
     &["mode", "answer", "trap-status", "redirect-prefix", "trusted-proxies", "ipv4-prefix", "ipv6-prefix"];
 const CLIENTS_KEYS: &[&str] = &[
@@ -354,6 +356,7 @@ impl Reader<'_> {
                         self.crowdsec(child)?;
                     }
                 }
+                "owner-tools" => self.owner_tools(node)?,
                 "challenge" => {
                     for child in self.children(node)? {
                         self.challenge(child)?;
@@ -404,29 +407,7 @@ impl Reader<'_> {
                 }
                 self.config.verdict.redirect_prefix = prefix;
             }
-            "trusted-proxies" => {
-                let mut networks = Vec::new();
-                for entry in node.entries() {
-                    let text = match entry.value() {
-                        KdlValue::String(text) if entry.name().is_none() => text,
-                        other => return Err(self.wrong_type(entry, "a network in quotes", other)),
-                    };
-                    let network =
-                        text.parse::<IpNet>().or_else(|_| text.parse::<std::net::IpAddr>().map(IpNet::from));
-                    match network {
-                        Ok(network) => networks.push(network),
-                        Err(_) => {
-                            return Err(self.problem(
-                                entry.span(),
-                                format!("`{text}` is not a network"),
-                                "expected an address or CIDR",
-                                Some("for example \"10.0.0.0/8\" or \"::1\"".into()),
-                            ));
-                        }
-                    }
-                }
-                self.config.verdict.trusted_proxies = networks;
-            }
+            "trusted-proxies" => self.config.verdict.trusted_proxies = self.networks(node)?,
             "ipv4-prefix" => self.config.verdict.ipv4_prefix = self.integer(node, 8, 32)? as u8,
             "ipv6-prefix" => self.config.verdict.ipv6_prefix = self.integer(node, 16, 128)? as u8,
             _ => return Err(self.unknown(node, "verdict", VERDICT_KEYS)),
@@ -841,6 +822,107 @@ impl Reader<'_> {
             }
             _ => return Err(self.unknown(node, "challenge", CHALLENGE_KEYS)),
         }
+        Ok(())
+    }
+
+    /// A node's values as networks: addresses or CIDRs, in quotes.
+    fn networks(&self, node: &KdlNode) -> Checked<Vec<IpNet>> {
+        let mut networks = Vec::new();
+        for entry in node.entries() {
+            let text = match entry.value() {
+                KdlValue::String(text) if entry.name().is_none() => text,
+                other => return Err(self.wrong_type(entry, "a network in quotes", other)),
+            };
+            let network =
+                text.parse::<IpNet>().or_else(|_| text.parse::<std::net::IpAddr>().map(IpNet::from));
+            match network {
+                Ok(network) => networks.push(network),
+                Err(_) => {
+                    return Err(self.problem(
+                        entry.span(),
+                        format!("`{text}` is not a network"),
+                        "expected an address or CIDR",
+                        Some("for example \"10.0.0.0/8\" or \"::1\"".into()),
+                    ));
+                }
+            }
+        }
+        Ok(networks)
+    }
+
+    /// `owner-tools { header "NAME"; secret-env "VARIABLE"; addresses "CIDR"... }`: the secret is
+    /// read here, so a missing or weak one is an error that points at its line.
+    fn owner_tools(&mut self, node: &KdlNode) -> Checked<()> {
+        use crate::owner_tools::OwnerSecret;
+        let (mut header, mut secret) = (None, None);
+        for child in self.children(node)? {
+            match child.name().value() {
+                "header" => {
+                    let name = self.string(child)?;
+                    let token = !name.is_empty()
+                        && name
+                            .bytes()
+                            .all(|byte| byte.is_ascii_alphanumeric() || byte == b'-' || byte == b'_');
+                    let ordinary = ["cookie", "user-agent", "host", "authorization", "accept", "referer"]
+                        .iter()
+                        .any(|known| name.eq_ignore_ascii_case(known))
+                        || name.to_ascii_lowercase().starts_with("x-forwarded-")
+                        || name.to_ascii_lowercase().starts_with("x-quagmire-");
+                    if !token || ordinary {
+                        return Err(self.problem(
+                            self.argument(child)?.span(),
+                            format!("`{name}` cannot be the owner's tools' header"),
+                            "here",
+                            Some("a header of its own that browsers and proxies never send, such as \"X-Monitor-Key\"".into()),
+                        ));
+                    }
+                    header = Some(name.to_ascii_lowercase());
+                }
+                "secret-env" => {
+                    let variable = self.string(child)?;
+                    let span = self.argument(child)?.span();
+                    let value = std::env::var(&variable).map_err(|_| {
+                        self.problem(
+                            span,
+                            format!("the environment variable {variable} is not set"),
+                            "here",
+                            None,
+                        )
+                    })?;
+                    let value = value.trim();
+                    if value.len() < OwnerSecret::MIN_BYTES {
+                        return Err(self.problem(
+                            span,
+                            format!(
+                                "the secret in {variable} is {} bytes; it needs at least {}",
+                                value.len(),
+                                OwnerSecret::MIN_BYTES
+                            ),
+                            "here",
+                            Some("for example `openssl rand -hex 16`".into()),
+                        ));
+                    }
+                    secret = Some(OwnerSecret::new(value));
+                }
+                "addresses" => self.config.owner_tools.addresses = self.networks(child)?,
+                _ => return Err(self.unknown(child, "owner-tools", OWNER_TOOLS_KEYS)),
+            }
+        }
+        self.config.owner_tools.header = match (header, secret) {
+            (Some(header), Some(secret)) => Some((header, secret)),
+            (None, None) => None,
+            _ => {
+                return Err(self.problem(
+                    node.name().span(),
+                    "`owner-tools` needs both `header` and `secret-env`, or neither",
+                    "here",
+                    Some(
+                        "for example `header \"X-Monitor-Key\"` and `secret-env \"QUAGMIRE_MONITOR_KEY\"`"
+                            .into(),
+                    ),
+                ));
+            }
+        };
         Ok(())
     }
 

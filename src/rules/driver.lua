@@ -79,6 +79,8 @@ local ROBOTS = { [0] = "none", "allowed", "disallowed" }
 local SIGNATURES = { [0] = "unsigned", "verified", "invalid", "pending" }
 -- Why a pass is burned, by lua.rs's `burn_code`.
 local BURNS = { "trap_hits", "networks", "pages" }
+-- How an owner's tool proved it (r.owner_tool), by its code in bits 58 and 59 of `packed`.
+local OWNER_PROOFS = { "header", "address" }
 local function cut(from, to) return sub(blob, ends[from] + 1, ends[to]) end
 local lazy = {
   method = function() return cut(0, 1) end,
@@ -162,6 +164,7 @@ local function evaluate(tracing, text, proto, path, user_agent, method_end, prot
   request.rate_limited = (packed & 1) ~= 0
   request.is_trap_url = (packed & 2) ~= 0
   request.dot_segments = (packed & 4) ~= 0
+  request.owner_tool = OWNER_PROOFS[(packed >> 58) & 3]
 
   trace, current = tracing and {} or nil, 0
   reset()

@@ -25,6 +25,7 @@ use super::{helpers, inline, patterns, seal};
 use crate::claims::{RobotsCheck, SignatureCheck};
 use crate::facts::{Coverage, Facts};
 use crate::numbers::Decimal;
+use crate::owner_tools::OwnerProof;
 use crate::vocabulary::FailureKind;
 
 /// Loading a script gets this many times a request's time limit.
@@ -203,8 +204,9 @@ fn run(
         // Held to the end: the failure path runs Lua too.
         let running = state.watch.start(state.limits.time);
         let ends = fill_blob(blob, facts);
-        // Flags (rate limited, trap URL, dot segments, partial, no User-Agent), the ASN (bits 7 to 38), the unanswered challenges (40 to 55) and why the pass
-        // is burned (56, 57) in one argument.
+        // Flags (rate limited, trap URL, dot segments, partial, no User-Agent), the ASN (bits 7
+        // to 38), the unanswered challenges (40 to 55), why the pass is burned (56, 57) and how
+        // an owner's tool proved it (58, 59) in one argument.
         let partial = facts.coverage != Coverage::All;
         let packed = i64::from(facts.history.rate_limited)
             | i64::from(facts.is_trap_url) << 1
@@ -213,7 +215,11 @@ fn run(
             | i64::from(!facts.coverage.carries("user-agent")) << 6
             | facts.geo.asn.map_or(0, |asn| 1 << 4 | i64::from(asn) << 7)
             | i64::from(facts.challenges.min(0xffff)) << 40
-            | burn_code(facts) << 56;
+            | burn_code(facts) << 56
+            | facts.owner_tool.map_or(0, |proof| match proof {
+                OwnerProof::Header => 1,
+                OwnerProof::Address => 2,
+            }) << 58;
         let request = driver::Request {
             shown: shown(facts),
             tracing: trace.is_some(),

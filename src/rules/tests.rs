@@ -57,6 +57,8 @@ struct Request {
     coverage: crate::facts::Coverage,
     pass: Option<crate::claims::PassFacts>,
     challenges: u32,
+    request_rate: f64,
+    owner_tool: Option<crate::owner_tools::OwnerProof>,
 }
 
 impl Request {
@@ -83,6 +85,8 @@ impl Request {
             coverage: crate::facts::Coverage::All,
             pass: None,
             challenges: 0,
+            request_rate: 0.0,
+            owner_tool: None,
         }
     }
 
@@ -109,7 +113,7 @@ impl Request {
                 trap_hits: self.trap_score as u64,
                 trap_score: self.trap_score,
                 rate_limited: self.rate_limited,
-                ..History::default()
+                request_rate: self.request_rate,
             },
             is_trap_url: self.is_trap_url,
             crawler: self.crawler.clone(),
@@ -119,6 +123,7 @@ impl Request {
             coverage: self.coverage.clone(),
             pass: self.pass.clone(),
             challenges: self.challenges,
+            owner_tool: self.owner_tool,
         }
     }
 }
@@ -263,6 +268,139 @@ fn default_rules_never_trap_link_previews_and_archives() {
     check(&rules, flooding, Verdict::Trap, "datacenter-over-quota");
     let heritrix = Request { asn: Some(16509), rate_limited: true, ..Request::agent(ARCHIVES[0]) };
     check(&rules, heritrix, Verdict::Trap, "datacenter-over-quota");
+}
+
+/// Site owners' own tools, each as it sends its requests (lists/monitors.txt names the sources):
+/// (User-Agent, sends fetch metadata as a browser does).
+const MONITORS: &[(&str, bool)] = &[
+    ("Mozilla/5.0+(compatible; UptimeRobot/2.0; http://www.uptimerobot.com/)", false),
+    ("Pingdom.com_bot_version_1.4_(http://www.pingdom.com/)", false),
+    (
+        "Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/59.0.3071.109 Chrome/59.0.3071.109 Safari/537.36 PingdomPageSpeed/1.0 (pingbot/2.0; +http://www.pingdom.com/)",
+        false,
+    ),
+    (
+        "Better Uptime Bot Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/74.0.3729.169 Safari/537.36",
+        false,
+    ),
+    ("Uptime-Kuma/2.0.2", false),
+    ("Mozilla/5.0 (compatible; Site24x7/1.0; +https://www.site24x7.com/)", false),
+    // StatusCake's check: a Chrome User-Agent with its name, and no fetch metadata.
+    (
+        "Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/120.0.0.0 Safari/537.36 StatusCake_Uptime_Checker/1.0",
+        false,
+    ),
+    ("FreshpingBot/1.0 (+https://freshping.io/)", false),
+    ("HetrixTools Uptime Monitoring Bot. https://hetrix.tools/uptime-monitoring-bot.html", false),
+    ("updown.io daemon 2.11", false),
+    ("Mozilla/5.0 (compatible; OhDear/1.1; +https://ohdear.app/checker)", false),
+    ("Gatus/1.0", false),
+    (
+        "Mozilla/5.0 (compatible; Cloudflare-Healthchecks/1.0; +https://www.cloudflare.com/; healthcheck-id: 2d0f4d1e)",
+        false,
+    ),
+    // Checkly's browser check: Playwright's headless Chromium, which sends fetch metadata.
+    (
+        "Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 (KHTML, like Gecko) HeadlessChrome/134.0.6998.35 Safari/537.36 (Checkly, https://www.checklyhq.com)",
+        true,
+    ),
+    ("Datadog/Synthetics", false),
+    (
+        "Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/138.0.0.0 Safari/537.36 DatadogSynthetics",
+        true,
+    ),
+    (
+        "Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/100.0.4896.60 Safari/537.36 NewRelicSynthetics/1.0",
+        true,
+    ),
+    (
+        "synthetic-monitoring-agent/v0.20.1-0-g66af84ad (linux amd64; 66af84ad; 2024-01-01; +https://github.com/grafana/synthetic-monitoring-agent)",
+        false,
+    ),
+    // PageSpeed Insights: Lighthouse in headless Chrome, without fetch metadata.
+    (
+        "Mozilla/5.0 (Linux; Android 11; moto g power (2022)) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/114.0.0.0 Mobile Safari/537.36 Chrome-Lighthouse",
+        false,
+    ),
+    (
+        "Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/117.0.0.0 Safari/537.36 GTmetrix",
+        true,
+    ),
+    (
+        "Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/96.0.4664.45 Safari/537.36 PTST/211202.211915",
+        true,
+    ),
+    ("W3C_Validator/1.3 http://validator.w3.org/services", false),
+    ("W3C-checklink/5.0.0 libwww-perl/6.68", false),
+    ("Jigsaw/2.3.0 W3C_CSS_Validator_JFouffa/2.0 (See <http://validator.w3.org/services>)", false),
+    ("Validator.nu/LV http://validator.w3.org/services", false),
+    ("Mozilla/5.0 (compatible; LinkChecker/10.2.1; +https://linkchecker.github.io/linkchecker/)", false),
+    ("lychee/0.15.1", false),
+    ("Mozilla/5.0 (compatible; AhrefsSiteAudit/6.1; +http://ahrefs.com/robot/)", false),
+    ("Screaming Frog SEO Spider/20.2", false),
+];
+
+/// Each of those tools as it asks for the home page, from a cloud network as they run.
+fn monitor_request(user_agent: &'static str, metadata: bool) -> Request {
+    let request = if metadata { Request::browser(user_agent) } else { Request::agent(user_agent) };
+    Request { asn: Some(16509), uri: "/", ..request }
+}
+
+#[test]
+fn default_rules_let_the_site_owners_monitors_and_checks_through() {
+    let rules = default_rules();
+    for &(ua, metadata) in MONITORS {
+        check(&rules, monitor_request(ua, metadata), Verdict::Allow, "monitors");
+        // An audit loads the page's files right after it: those are not page views.
+        let file = Request { uri: "/static/site.css", request_rate: 60.0, ..monitor_request(ua, metadata) };
+        check(&rules, file, Verdict::Allow, "monitors");
+    }
+    // Forgeable: a crawler under a monitor's name gets its rate and no more. Past a monitor's page
+    // views from one address, the rest of the rules judge it (here: a headless browser's name, a
+    // Chrome User-Agent without fetch metadata, an HTTP library from a datacenter).
+    let fast = |ua, metadata| Request { request_rate: 40.0, ..monitor_request(ua, metadata) };
+    check(&rules, fast(MONITORS[13].0, true), Verdict::Trap, "ai-crawlers");
+    check(&rules, fast(MONITORS[6].0, false), Verdict::Trap, "lying-browser");
+    check(&rules, fast(MONITORS[4].0, false), Verdict::Allow, "");
+    // Never on a trap URL, never over the quota, never once it walked the trap.
+    let ua = MONITORS[0].0;
+    check(&rules, Request { is_trap_url: true, ..monitor_request(ua, false) }, Verdict::Trap, "trap-url");
+    check(&rules, Request { trap_score: 12.0, ..monitor_request(ua, false) }, Verdict::Trap, "trap-score");
+    let flooding = Request { rate_limited: true, ..monitor_request(ua, false) };
+    check(&rules, flooding, Verdict::Trap, "datacenter-over-quota");
+}
+
+#[test]
+fn default_rules_let_the_owners_proven_tools_through_on_any_path() {
+    use crate::owner_tools::OwnerProof;
+    let rules = default_rules();
+    // A monitor the owner configured with the secret header, or from the owner's addresses:
+    // whatever it looks like, wherever it goes, even past the quota or with dot segments.
+    for proof in [OwnerProof::Header, OwnerProof::Address] {
+        let tool = |request: Request| Request { owner_tool: Some(proof), ..request };
+        let reason = "owner-tools";
+        check(&rules, tool(Request::agent("curl/8.5.0")), Verdict::Allow, reason);
+        check(
+            &rules,
+            tool(Request { asn: Some(16509), rate_limited: true, ..Request::agent("") }),
+            Verdict::Allow,
+            reason,
+        );
+        check(&rules, tool(Request { uri: "/a/../b", ..Request::browser(CHROME) }), Verdict::Allow, reason);
+        check(
+            &rules,
+            tool(Request { is_trap_url: true, ..Request::agent("GPTBot/1.2") }),
+            Verdict::Allow,
+            reason,
+        );
+    }
+    // Without the proof, the same requests are judged as anyone's.
+    check(
+        &rules,
+        Request { asn: Some(16509), ..Request::agent("curl/8.5.0") },
+        Verdict::Trap,
+        "http-library-from-datacenter",
+    );
 }
 
 #[test]
@@ -731,6 +869,7 @@ fn without_the_user_agent_every_rule_that_reads_it_is_unjudged() {
         [
             "web-archives",
             "link-previews",
+            "monitors",
             "ai-crawlers",
             "no-user-agent",
             "lying-browser",

@@ -90,6 +90,7 @@ fn facts(method: &str, host: &str, uri: &str, headers: &[(&str, &str)]) -> Facts
         coverage: Default::default(),
         pass: None,
         challenges: 0,
+        owner_tool: None,
     }
 }
 

@@ -182,3 +182,37 @@ fn explain_prints_every_rule_and_the_verdict() {
     assert!(stdout.contains("request     GET https://site.example/blog"), "{stdout}");
     assert!(stdout.contains("verdict     allow (no rule decided)"), "{stdout}");
 }
+
+#[test]
+fn check_points_at_an_owner_tools_secret_that_is_missing_or_weak() {
+    let missing =
+        "owner-tools {\n    header \"X-Monitor-Key\"\n    secret-env \"QUAGMIRE_TEST_UNSET_KEY\"\n}\n";
+    let (code, stderr) = check(missing);
+    assert_eq!(code, 78);
+    assert!(stderr.contains("the environment variable QUAGMIRE_TEST_UNSET_KEY is not set"), "{stderr}");
+    assert!(stderr.contains("[my.kdl:3:"), "{stderr}");
+    let dir = tempfile::tempdir().unwrap();
+    let path = write_file(
+        dir.path(),
+        "my.kdl",
+        "owner-tools {\n    header \"X-Monitor-Key\"\n    secret-env \"QUAGMIRE_TEST_SHORT_KEY\"\n}\n",
+    );
+    let output = quagmire()
+        .args(["check", "--config", &path])
+        .env("QUAGMIRE_TEST_SHORT_KEY", "short")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8(output.stderr).unwrap();
+    assert_eq!(output.status.code(), Some(78));
+    assert!(stderr.contains("is 5 bytes; it needs at least 16"), "{stderr}");
+    assert!(
+        !stderr.contains("short\n") && !stderr.contains("\"short\""),
+        "the secret itself is never shown: {stderr}"
+    );
+    let (code, stderr) = check("owner-tools {\n    header \"X-Monitor-Key\"\n}\n");
+    assert_eq!(code, 78);
+    assert!(stderr.contains("needs both `header` and `secret-env`"), "{stderr}");
+    let (code, stderr) = check("owner-tools {\n    header \"User-Agent\"\n}\n");
+    assert_eq!(code, 78);
+    assert!(stderr.contains("`User-Agent` cannot be the owner's tools' header"), "{stderr}");
+}

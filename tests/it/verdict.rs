@@ -400,3 +400,59 @@ fn hangup(server: &Server) {
         std::process::Command::new("kill").args(["-HUP", &server.pid().to_string()]).status().unwrap();
     assert!(status.success());
 }
+
+/// The site owner's monitor, told by the secret header its config names (from the environment)
+/// or by its address: allowed whatever it looks like; the same requests without the proof, or
+/// with a near miss, are judged as anyone's. The secret appears in no log line.
+#[test]
+fn the_owners_monitor_with_its_secret_header_or_address_is_let_through() {
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let secret = "monitor-secret-5f0c2a9e1b7d";
+    let config = write_file(
+        dir.path(),
+        "owner.kdl",
+        "owner-tools {\n    header \"X-Monitor-Key\"\n    secret-env \"TEST_MONITOR_KEY\"\n    addresses \"192.0.2.64/28\"\n}\n",
+    );
+    let server = Server::start_with_env(
+        &["--config", &config],
+        &[("QUAGMIRE_SECRET", crate::support::SECRET), ("TEST_MONITOR_KEY", secret)],
+    );
+    // curl from a client the trap has seen walk it: trapped without proof.
+    let asking = |client: &'static str, key: Option<&'static str>| {
+        let mut headers = vec![
+            ("user-agent", "curl/8.5.0"),
+            ("x-forwarded-for", client),
+            ("x-forwarded-uri", "/status"),
+            ("x-forwarded-host", "site.example"),
+        ];
+        if let Some(key) = key {
+            headers.push(("x-monitor-key", key));
+        }
+        headers
+    };
+    runtime.block_on(async {
+        let http = reqwest::Client::new();
+        for n in 0..6 {
+            let walked = http
+                .get(server.trap_url(&format!("/walk/{n}")))
+                .header("host", "site.example")
+                .header("x-forwarded-for", "203.0.113.77")
+                .send()
+                .await
+                .unwrap();
+            assert_eq!(walked.status(), 200);
+        }
+        let (status, headers) = verdict(&server, &asking("203.0.113.77", None)).await;
+        assert_eq!((status, header(&headers, "x-quagmire-rule")), (403, "trap-score"));
+        let (status, headers) = verdict(&server, &asking("203.0.113.77", Some(secret))).await;
+        assert_eq!((status, header(&headers, "x-quagmire-rule")), (200, "owner-tools"));
+        let near = "monitor-secret-5f0c2a9e1b7";
+        let (status, headers) = verdict(&server, &asking("203.0.113.77", Some(near))).await;
+        assert_eq!((status, header(&headers, "x-quagmire-rule")), (403, "trap-score"));
+        let (status, headers) = verdict(&server, &asking("192.0.2.70", None)).await;
+        assert_eq!((status, header(&headers, "x-quagmire-rule")), (200, "owner-tools"));
+    });
+    let lines = server.new_log_lines().join("\n");
+    assert!(!lines.contains(secret) && !lines.contains("5f0c2a9e"), "{lines}");
+}
