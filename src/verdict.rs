@@ -164,7 +164,8 @@ pub fn decide_blocking(app: &App, request: ForwardedRequest, how: How) -> Judgem
 /// completed side by side, each waiting at most its configured verdict wait (or `wait`).
 async fn verified_facts(app: &App, request: ForwardedRequest, wait: Option<Duration>) -> Facts {
     let facts = facts(app, request);
-    let Verified { crawler, signature, history, pass, pass_use } = verify(app, &facts, wait).await;
+    let Verified { crawler, signature, history, pass, pass_use, challenges } =
+        verify(app, &facts, wait).await;
     let pass = match (facts.pass, pass) {
         (Some(facts), Some(shared)) => Some(with_shared_history(app, facts, shared)),
         (facts, _) => facts,
@@ -173,7 +174,8 @@ async fn verified_facts(app: &App, request: ForwardedRequest, wait: Option<Durat
         (Some(facts), Some(shared)) => Some(with_shared_use(app, facts, shared)),
         (facts, _) => facts,
     };
-    Facts { crawler, signature, history: history.unwrap_or(facts.history), pass, ..facts }
+    let challenges = challenges.unwrap_or(facts.challenges);
+    Facts { crawler, signature, history: history.unwrap_or(facts.history), pass, challenges, ..facts }
 }
 
 /// What waiting for the verifications found: the claim and signature checked, and the shared
@@ -186,6 +188,8 @@ struct Verified {
     pass: Option<History>,
     /// The pass's page view as every replica counted it, when the store answered in time.
     pass_use: Option<SharedPassUse>,
+    /// The client's unanswered challenges as every replica counted them, when asked and answered.
+    challenges: Option<u32>,
 }
 
 /// Completes `facts`' crawler claim, signature and shared history side by side, each within its
@@ -230,8 +234,19 @@ async fn verify(app: &App, facts: &Facts, wait: Option<Duration>) -> Verified {
         let counting = tokio::spawn(async move { store.pass_use(id, &network, &terms).await });
         tokio::time::timeout(wait, counting).await.ok()?.ok()?.ok()
     };
-    let ((), (), history, pass, pass_use) = tokio::join!(claimed, signed, shared, pass, pass_use);
-    Verified { crawler, signature, history, pass, pass_use }
+    // And a pass-less client's unanswered challenges, when it has any here: an answer on another
+    // replica starts them again.
+    let challenges = async {
+        let store = app.clients.shared_store().filter(|store| store.usable())?;
+        if facts.challenges == 0 || facts.pass.is_some() {
+            return None;
+        }
+        let wait = store.config().wait;
+        app.challenges.unanswered_everywhere(store, facts.address, facts.user_agent(), wait).await
+    };
+    let ((), (), history, pass, pass_use, challenges) =
+        tokio::join!(claimed, signed, shared, pass, pass_use, challenges);
+    Verified { crawler, signature, history, pass, pass_use, challenges }
 }
 
 /// Identity, enrichment and history for `request`; a trap URL counts as a trap hit.

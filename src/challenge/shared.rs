@@ -9,13 +9,21 @@
 //! store's view can only add to them (a later turn, a re-challenge, a burn), never take away.
 //! The crowd's share (page views per datacenter address and network) stays per replica: its
 //! budgets are per replica, and say so.
+//!
+//! Unanswered challenges are counted there too, per address and User-Agent: behind a balancer
+//! that spreads requests, a person is shown the challenge by one replica and answers on another,
+//! and an answer must start the count again on every replica, or the first replica's count
+//! would grow with each person it challenges there and lock the next one out.
 
+use std::net::IpAddr;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
 use super::economy::{self, FREE_PASSES, LONGEST_TURN, MINT_INTERVAL, PRESSURE_HALF_LIFE};
 use super::{
     ANSWERS_PER_NETWORK, AnswerError, Answered, BURN_AHEAD, Challenger, DAY, PAGES_PER_DAY, PassUse,
+    UNANSWERED_MEMORY, Unanswered,
 };
 use crate::client_state::store::{MintTerms, PaceTerms, SharedMint, SharedPassUse, Store};
 
@@ -25,6 +33,69 @@ use crate::client_state::store::{MintTerms, PaceTerms, SharedMint, SharedPassUse
 const ANSWER_WAIT: Duration = Duration::from_millis(250);
 
 impl Challenger {
+    /// The store's key for the challenges shown to the client at `address` sending
+    /// `user_agent`: the same on every replica with the same secret (the User-Agent hashed with
+    /// a key derived from it, so the key names no User-Agent).
+    fn unanswered_key(&self, address: IpAddr, user_agent: &str) -> String {
+        let agent = blake3::keyed_hash(&self.challenge_key, user_agent.as_bytes());
+        let agent = u64::from_le_bytes(agent.as_bytes()[..8].try_into().expect("8 bytes"));
+        format!("quagmire:{{chal:{}:{agent:016x}}}", address.to_canonical())
+    }
+
+    /// Counts a challenge shown at `at` here ([`Challenger::challenged`]) and, with a store, on
+    /// it too; this replica's count is raised to every replica's when the store answers.
+    pub(crate) fn challenged_everywhere(
+        &self,
+        store: Option<Arc<Store>>,
+        address: IpAddr,
+        user_agent: &str,
+        at: Instant,
+    ) {
+        self.challenged(address, user_agent, at);
+        let Some(store) = store.filter(|store| store.usable()) else { return };
+        let key = self.unanswered_key(address, user_agent);
+        let local = self.unanswered.get(&self.challenged_key(address, user_agent));
+        tokio::spawn(async move {
+            if let (Ok(count), Some(local)) = (store.challenged(&key, UNANSWERED_MEMORY).await, local) {
+                local.count.fetch_max(count, Ordering::Relaxed);
+            }
+        });
+    }
+
+    /// The client answered ([`Challenger::answered`]): its count starts again here and, with a
+    /// store, on every replica.
+    pub(crate) fn answered_everywhere(&self, store: Option<Arc<Store>>, address: IpAddr, user_agent: &str) {
+        self.answered(address, user_agent);
+        let Some(store) = store.filter(|store| store.usable()) else { return };
+        let key = self.unanswered_key(address, user_agent);
+        tokio::spawn(async move {
+            let _ = store.answered(&key).await;
+        });
+    }
+
+    /// The challenges the client was shown since it last answered, as every replica counted
+    /// them, waiting at most `wait`; `None` when the store did not answer in time. This
+    /// replica's count follows it: an answer on another replica clears it here.
+    pub(crate) async fn unanswered_everywhere(
+        &self,
+        store: Arc<Store>,
+        address: IpAddr,
+        user_agent: &str,
+        wait: Duration,
+    ) -> Option<u32> {
+        let key = self.unanswered_key(address, user_agent);
+        let reading = tokio::spawn(async move { store.unanswered(&key).await });
+        let count = tokio::time::timeout(wait, reading).await.ok()?.ok()?.ok()?;
+        let local = self.challenged_key(address, user_agent);
+        if count == 0 {
+            self.unanswered.invalidate(&local);
+        } else {
+            let fresh = || Arc::new(Unanswered { since: Instant::now(), count: AtomicU32::new(0) });
+            self.unanswered.get_with(local, fresh).count.store(count, Ordering::Relaxed);
+        }
+        Some(count)
+    }
+
     /// The pace terms every replica counts a pass's page views by.
     pub(crate) fn pace_terms(&self) -> PaceTerms {
         let burn = &self.config.burn;

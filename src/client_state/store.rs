@@ -138,6 +138,7 @@ pub(crate) struct Store {
     trapped: Script,
     pass_use: Script,
     mint: Script,
+    challenged: Script,
     queue: mpsc::Sender<ClientKey>,
     /// Clients with trap hits to send at once (a client may be in both queues).
     hits: mpsc::Sender<ClientKey>,
@@ -222,6 +223,7 @@ impl Store {
             trapped: Script::new(include_str!("trapped.lua")),
             pass_use: Script::new(include_str!("pass_use.lua")),
             mint: Script::new(include_str!("mint.lua")),
+            challenged: Script::new(include_str!("challenged.lua")),
             queue,
             hits,
             queued: Mutex::new(Some((queued, urgent))),
@@ -460,6 +462,38 @@ impl Store {
             Err(error) => self.failed("mint", error),
         }
         answer
+    }
+
+    /// Counts a challenge shown to the client `key` names (`quagmire:{chal:...}`) across every
+    /// replica, remembered for `memory` from the first: the count since its last answer.
+    pub(crate) async fn challenged(&self, key: &str, memory: Duration) -> Result<u32, RedisError> {
+        let mut connection = self.connection.get().ok_or_else(not_connected)?.clone();
+        let result = self.challenged.key(key).arg(duration_ms(memory)).invoke_async(&mut connection).await;
+        self.outcome("challenged", result)
+    }
+
+    /// The challenges the client `key` names was shown since its last answer, on every replica.
+    pub(crate) async fn unanswered(&self, key: &str) -> Result<u32, RedisError> {
+        let mut connection = self.connection.get().ok_or_else(not_connected)?.clone();
+        let result: Result<Option<u32>, RedisError> =
+            redis::cmd("GET").arg(key).query_async(&mut connection).await;
+        self.outcome("unanswered", result.map(Option::unwrap_or_default))
+    }
+
+    /// The client `key` names answered a challenge: its count starts again on every replica.
+    pub(crate) async fn answered(&self, key: &str) -> Result<(), RedisError> {
+        let mut connection = self.connection.get().ok_or_else(not_connected)?.clone();
+        let result: Result<(), RedisError> = redis::cmd("DEL").arg(key).query_async(&mut connection).await;
+        self.outcome("answered", result)
+    }
+
+    /// `result`, counted as a success or a failure of `operation`.
+    fn outcome<T>(&self, operation: &'static str, result: Result<T, RedisError>) -> Result<T, RedisError> {
+        match &result {
+            Ok(_) => self.succeeded(),
+            Err(error) => self.failed(operation, error),
+        }
+        result
     }
 
     fn enqueue_again(&self, key: ClientKey, record: &Record) {

@@ -132,7 +132,7 @@ pub(crate) async fn answer(
         Ok(answered) => {
             app.metrics.challenge_answer(answered.earned.as_str(), Some(answered.solved_in));
             app.metrics.pass_minted(answered.extra_bits, answered.starts_in);
-            app.challenges.answered(address, user_agent);
+            app.challenges.answered_everywhere(app.clients.shared_store(), address, user_agent);
             let secure =
                 headers.get("x-forwarded-proto").and_then(|value| value.to_str().ok()).is_some_and(|proto| {
                     proto.split(',').next().unwrap_or("").trim().eq_ignore_ascii_case("https")
@@ -156,7 +156,7 @@ pub(crate) async fn answer(
             app.metrics.challenge_answer(AnswerError::Busy(retry).as_str(), None);
             // A right answer, refused for its network's sake: the client answered, and a person
             // who comes back when the page says is never counted as one who does not.
-            app.challenges.answered(address, user_agent);
+            app.challenges.answered_everywhere(app.clients.shared_store(), address, user_agent);
             // Not a new challenge, whose script would answer again at once: a wait, then the
             // page again, which shows a challenge when there is room.
             let seconds = retry.as_secs().max(1);
@@ -178,7 +178,8 @@ pub(crate) async fn answer(
             // `answer`), it is one more challenge shown to whoever asked, or the answer path
             // would hand out challenges no count ever sees.
             if matches!(error, AnswerError::Malformed | AnswerError::Forged) {
-                app.challenges.challenged(address, user_agent, std::time::Instant::now());
+                let (store, now) = (app.clients.shared_store(), std::time::Instant::now());
+                app.challenges.challenged_everywhere(store, address, user_agent, now);
             }
             let note =
                 format!("Your browser's last answer was not accepted ({error}), so here is a new check.");

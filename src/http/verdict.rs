@@ -138,7 +138,8 @@ fn respond(app: &App, judgement: &Judgement) -> Response {
             // A pass waiting for its turn waits on; anyone else is shown a challenge.
             let early = super::challenge::early_pass(app, facts.headers.lines("cookie"));
             if early.is_none() {
-                app.challenges.challenged(facts.address, facts.user_agent(), std::time::Instant::now());
+                let (store, now) = (app.clients.shared_store(), std::time::Instant::now());
+                app.challenges.challenged_everywhere(store, facts.address, facts.user_agent(), now);
                 app.metrics.challenge_issued();
             }
             let mut response =

@@ -734,3 +734,40 @@ async fn a_networks_passes_minted_on_two_replicas_price_its_next_challenge_on_bo
         assert_eq!(bits, 9, "60 passes from one network, and its next challenge costs what it did");
     }
 }
+
+/// Behind a balancer that spreads requests, people behind one address are shown the challenge by
+/// one replica and answer on the other: each answer starts the count again on both, so nobody
+/// there is locked out; a program that answers none is counted once across both, and trapped.
+#[tokio::test]
+async fn unanswered_challenges_are_counted_across_replicas_and_an_answer_on_either_resets_them() {
+    let Some(redis) = Redis::start() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let config = |name: &str| {
+        let text = format!(
+            "clients {{\n    store \"{}\"\n{PATIENT}\n}}\nchallenge {{\n    everyone #true\n    difficulty 8\n}}\n",
+            redis.url()
+        );
+        write_file(dir.path(), &format!("{name}.kdl"), &text)
+    };
+    let (a_config, b_config) = (config("a"), config("b"));
+    let a = Server::start(&["--config", &a_config]);
+    let b = Server::start(&["--config", &b_config]);
+    // Eight people with the same browser behind one address, one after another.
+    for person in 0..8 {
+        let shown = page_view_with(&a, "198.51.100.7", "").await;
+        assert_eq!(shown, (401, "challenge-browsers".into()), "person {person} shown by A");
+        let (answer, _) = solved_challenge(&b, "198.51.100.7").await;
+        assert_eq!(send_answer(&b, "198.51.100.7", &answer).await, 303, "person {person} answered on B");
+    }
+    // A program reading challenge pages on both replicas, answering none.
+    // Five challenges, three shown by A and two by B: the limit, counted once across both.
+    for n in 0..5 {
+        let server = if n % 2 == 0 { &a } else { &b };
+        assert_eq!(page_view_with(server, "198.51.100.9", "").await.0, 401, "challenge {n}");
+    }
+    let trapped = eventually(Duration::from_secs(10), || async {
+        page_view_with(&b, "198.51.100.9", "").await == (403, "unanswered-challenges".into())
+    })
+    .await;
+    assert!(trapped, "five challenges unanswered across two replicas, and B (which showed two) does not trap");
+}
