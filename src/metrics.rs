@@ -351,7 +351,7 @@ impl Metrics {
             store_errors: register(
                 r,
                 "store_errors",
-                "Failed operations on the shared client store, by operation (update, trapped_index, trapped_read, ping, pass_use, mint, challenged, unanswered, answered)",
+                "Failed operations on the shared client store, by operation (update, trapped_index, trapped_read, ping, pass_use, mint, challenged, unanswered, answered, crowd)",
                 Family::default(),
             ),
             store_up: register(

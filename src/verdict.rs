@@ -230,9 +230,17 @@ async fn verify(app: &App, facts: &Facts, wait: Option<Duration>) -> Verified {
         }
         let (id, terms, wait) = (pass.id, app.challenges.pace_terms(), store.config().wait);
         let network = crate::challenge::economy::network_text(network_of(facts.address));
+        // A page view read on a datacenter network counts on its crowd's budget everywhere.
+        let crowd_store = store.clone();
+        let reading = async {
+            if pass.rechallenge.is_none() && is_datacenter(&app.rules.compiled(), &facts.geo) {
+                app.challenges.read_everywhere(crowd_store, facts.address, wait).await;
+            }
+        };
         // Spawned, so a count the verdict stops waiting for still completes.
         let counting = tokio::spawn(async move { store.pass_use(id, &network, &terms).await });
-        tokio::time::timeout(wait, counting).await.ok()?.ok()?.ok()
+        let (used, ()) = tokio::join!(tokio::time::timeout(wait, counting), reading);
+        used.ok()?.ok()?.ok()
     };
     // And a pass-less client's unanswered challenges, when it has any here: an answer on another
     // replica starts them again.

@@ -279,6 +279,23 @@ impl Economy {
         by_address || by_network
     }
 
+    /// A shared store counted `network_pages` and `address_pages` page views of pass holders
+    /// lately behind `address`'s network and the address, every replica's together: this
+    /// replica's crowds are raised to them, so their budgets hold across replicas.
+    pub(crate) fn observe_crowd(&self, address: IpAddr, network_pages: f64, address_pages: f64, at: Instant) {
+        let address = address.to_canonical();
+        let raise = |crowd: &mut Crowd, shared: f64| {
+            let local = crowd.pages.at(at, RATE_WINDOW);
+            if shared > local {
+                crowd.pages.add(shared - local, at, RATE_WINDOW);
+            }
+        };
+        let crowd = self.addresses.get_with(address, || Arc::new(Mutex::new(Crowd::new(at))));
+        raise(&mut lock(&crowd), address_pages);
+        let record = self.network(network_of(address), at);
+        raise(&mut lock(&record).crowd, network_pages);
+    }
+
     /// A pass holder at `address` (on a datacenter network) read a page.
     pub(crate) fn read(&self, address: IpAddr, at: Instant) {
         let address = address.to_canonical();
@@ -311,6 +328,22 @@ mod tests {
 
     fn network() -> Network {
         network_of("198.51.100.7".parse().unwrap())
+    }
+
+    #[test]
+    fn a_crowd_counted_on_other_replicas_is_over_its_budget_here_too() {
+        let (economy, at) = (Economy::default(), Instant::now());
+        let address: IpAddr = "198.51.100.7".parse().unwrap();
+        // This replica saw a few page views there; the store counted a crowd's.
+        for _ in 0..10 {
+            economy.read(address, at);
+        }
+        assert!(!economy.over_share(address, 31.0, 30.0, at), "ten page views are no crowd");
+        economy.observe_crowd(address, 10.0, 1000.0, at);
+        assert!(economy.over_share(address, 31.0, 30.0, at), "every replica's crowd together is");
+        // A lower shared count never lowers what this replica counted.
+        economy.observe_crowd(address, 0.0, 0.0, at);
+        assert!(economy.over_share(address, 31.0, 30.0, at));
     }
 
     #[test]

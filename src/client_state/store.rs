@@ -139,6 +139,7 @@ pub(crate) struct Store {
     pass_use: Script,
     mint: Script,
     challenged: Script,
+    crowd: Script,
     queue: mpsc::Sender<ClientKey>,
     /// Clients with trap hits to send at once (a client may be in both queues).
     hits: mpsc::Sender<ClientKey>,
@@ -224,6 +225,7 @@ impl Store {
             pass_use: Script::new(include_str!("pass_use.lua")),
             mint: Script::new(include_str!("mint.lua")),
             challenged: Script::new(include_str!("challenged.lua")),
+            crowd: Script::new(include_str!("crowd.lua")),
             queue,
             hits,
             queued: Mutex::new(Some((queued, urgent))),
@@ -470,6 +472,29 @@ impl Store {
         let mut connection = self.connection.get().ok_or_else(not_connected)?.clone();
         let result = self.challenged.key(key).arg(duration_ms(memory)).invoke_async(&mut connection).await;
         self.outcome("challenged", result)
+    }
+
+    /// Counts a pass holder's page view behind `address` on the datacenter `network` across every
+    /// replica (`crowd.lua`): the network's and the address's page views, decaying with `tau`.
+    pub(crate) async fn crowd(
+        &self,
+        network: &str,
+        address: &str,
+        tau: Duration,
+        idle: Duration,
+    ) -> Result<(f64, f64), RedisError> {
+        let mut connection = self.connection.get().ok_or_else(not_connected)?.clone();
+        let result: Result<(String, String), RedisError> = self
+            .crowd
+            .key(format!("quagmire:{{crowd:{network}}}"))
+            .key(format!("quagmire:{{crowd:{network}}}:{address}"))
+            .arg(tau.as_secs_f64())
+            .arg(duration_ms(idle))
+            .invoke_async(&mut connection)
+            .await;
+        let pages =
+            result.and_then(|(network, address)| Ok((parse_float(&network)?, parse_float(&address)?)));
+        self.outcome("crowd", pages)
     }
 
     /// The challenges the client `key` names was shown since its last answer, on every replica.

@@ -769,5 +769,8 @@ async fn unanswered_challenges_are_counted_across_replicas_and_an_answer_on_eith
         page_view_with(&b, "198.51.100.9", "").await == (403, "unanswered-challenges".into())
     })
     .await;
-    assert!(trapped, "five challenges unanswered across two replicas, and B (which showed two) does not trap");
+    assert!(
+        trapped,
+        "five challenges unanswered across two replicas, and B (which showed two) does not trap"
+    );
 }
