@@ -643,17 +643,22 @@ async fn a_pass_earned_through_one_replica_is_honoured_by_the_other_and_a_burn_r
     assert_eq!(page_view_with(&a, "203.0.113.51", &cookie).await, (403, "burned-pass".into()));
 }
 
-/// Two replicas on one store, each with a quick challenge: what a crawler would spread over them.
-fn two_replicas(redis: &Redis, dir: &Path) -> (Server, Server) {
+/// Two replicas on one store, each with a quick challenge (and `challenge`'s other settings):
+/// what a crawler, or a balancer, would spread requests over.
+fn two_replicas_with(redis: &Redis, dir: &Path, challenge: &str) -> (Server, Server) {
     let config = |name: &str| {
         let text = format!(
-            "clients {{\n    store \"{}\"\n{PATIENT}\n}}\nchallenge {{\n    difficulty 8\n}}\n",
+            "clients {{\n    store \"{}\"\n{PATIENT}\n}}\nchallenge {{\n    difficulty 8\n{challenge}}}\n",
             redis.url()
         );
         write_file(dir, &format!("{name}.kdl"), &text)
     };
     let (a, b) = (config("a"), config("b"));
     (Server::start(&["--config", &a]), Server::start(&["--config", &b]))
+}
+
+fn two_replicas(redis: &Redis, dir: &Path) -> (Server, Server) {
+    two_replicas_with(redis, dir, "")
 }
 
 /// A challenge from `server`'s `/challenge` for `client`, solved: the answer's URL.
@@ -742,16 +747,7 @@ async fn a_networks_passes_minted_on_two_replicas_price_its_next_challenge_on_bo
 async fn unanswered_challenges_are_counted_across_replicas_and_an_answer_on_either_resets_them() {
     let Some(redis) = Redis::start() else { return };
     let dir = tempfile::tempdir().unwrap();
-    let config = |name: &str| {
-        let text = format!(
-            "clients {{\n    store \"{}\"\n{PATIENT}\n}}\nchallenge {{\n    everyone #true\n    difficulty 8\n}}\n",
-            redis.url()
-        );
-        write_file(dir.path(), &format!("{name}.kdl"), &text)
-    };
-    let (a_config, b_config) = (config("a"), config("b"));
-    let a = Server::start(&["--config", &a_config]);
-    let b = Server::start(&["--config", &b_config]);
+    let (a, b) = two_replicas_with(&redis, dir.path(), "    everyone #true\n");
     // Eight people with the same browser behind one address, one after another.
     for person in 0..8 {
         let shown = page_view_with(&a, "198.51.100.7", "").await;
