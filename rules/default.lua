@@ -49,6 +49,9 @@
 -- r.owner_tool is how the request proved it is one of the site owner's own tools (config:
 -- owner-tools { }): "header" (it sent the owner's secret header) or "address" (it came from one
 -- of the owner's addresses), else nil.
+-- r.ai_kind is the kind of AI crawler the User-Agent names, by the section of
+-- lists/ai-crawlers.txt its token is in: "training", "ai-search", "assistant", "agent" or
+-- "scraper" (nil for anyone else, and for a listed token in no section).
 --
 -- Helpers: lists.<file name> for each list under rules/lists/ (ai-crawlers.txt is
 -- lists.ai_crawlers); list:find(ua | ip | asn | path) returns the match or nil; for labelled network
@@ -58,7 +61,9 @@
 -- (Rust regex syntax) in linear time; Lua patterns work only without quantifiers (* + - ?) and
 -- %b, since their matching can take exponential time.
 -- trap_threshold is the configured trap score threshold; challenge_unanswered and
--- challenge_everyone are challenge { unanswered } and challenge { everyone }.
+-- challenge_everyone are challenge { unanswered } and challenge { everyone }; preferences is
+-- what the site said of AI use (config: preferences { }): preferences.search,
+-- preferences.ai_input and preferences.ai_train, each true, false, or nil when not stated.
 --
 -- Nothing a rule changes outlives its request: libraries and every table the rules can reach
 -- (globals, captured locals, nested) are read-only, a rule may not assign a local declared
@@ -74,6 +79,19 @@ local TRAP_SCORE_LIMIT = trap_threshold
 local MONITOR_RATE = 15
 -- challenge { unanswered } and challenge { everyone }, read once (a local is cheaper than a global).
 local UNANSWERED_LIMIT, CHALLENGE_EVERYONE = challenge_unanswered, challenge_everyone
+-- The request rate past which an assistant's or agent's page fetches are no longer one person's
+-- questions: about thirty pages a minute, the pace a pass reads at (challenge { page-pace }).
+local READER_RATE = 45
+-- Which preference decides each kind of AI crawler (config: preferences { }), with its name in
+-- the config; scrapers have none, and are trapped whatever the site says.
+local PREFERENCE_OF = {
+  training = { preferences.ai_train, "ai-train" },
+  ["ai-search"] = { preferences.search, "search" },
+  assistant = { preferences.ai_input, "ai-input" },
+  agent = { preferences.ai_input, "ai-input" },
+}
+-- Kinds that fetch for one person at a time, allowed at a reader's pace only.
+local FOR_ONE_PERSON = { assistant = true, agent = true }
 
 -- The lists and library functions the rules call, looked up once, here: a rule reads the
 -- script's locals faster than a global table's fields (each of which the sandbox answers
@@ -379,6 +397,31 @@ return {
     end,
   },
   {
+    -- An AI crawler of a kind the site's preferences allow (config: preferences { }; the kinds
+    -- are lists/ai-crawlers.txt's sections): training crawlers when ai-train is yes, AI search
+    -- crawlers when search is yes, assistants and agents (a fetch for one person's question or
+    -- task) when ai-input is yes, at a reader's pace. The site's robots.txt still wins (a group
+    -- naming the crawler was read above), a claim from outside the crawler's published ranges
+    -- is an impostor, and one over the request quota gets no pass. A kind the site said no to,
+    -- or said nothing of, is trapped below, as are scrapers, whatever the site says.
+    name = "ai-preferences",
+    check = function(r)
+      local kind = r.ai_kind
+      local preference = kind and PREFERENCE_OF[kind]
+      if preference == nil or preference[1] ~= true or r.rate_limited then
+        return
+      end
+      local ranged = ai_crawler_ranges:claimed(r.user_agent)
+      if ranged and ai_crawler_ranges:find(r.ip) ~= ranged then
+        return "trap", "impostor claiming " .. ranged .. " (outside its published ranges)"
+      end
+      if FOR_ONE_PERSON[kind] and r.request_rate > READER_RATE and is_page(r) then
+        return
+      end
+      return "allow", format("%s %s (the site says %s=yes)", kind, ai_crawlers:find(r.user_agent), preference[2])
+    end,
+  },
+  {
     -- A datacenter or cloud address over its request quota (clients { requests-per-minute },
     -- r.rate_limited) is a crawler, however browser-like its requests: people browse from home,
     -- office and mobile networks. From those networks many people can share one address (carrier
@@ -395,13 +438,26 @@ return {
   },
   {
     -- AI crawlers and scrapers that say who they are, and headless browsers (ai-crawlers.txt,
-    -- matched as whole tokens so that "BarcodeReader" is not "Code").
+    -- matched as whole tokens so that "BarcodeReader" is not "Code"), unless the site's
+    -- preferences let their kind through (ai-preferences, above).
     name = "ai-crawlers",
     check = function(r)
-      local token = ai_crawlers:find(r.user_agent)
-      if token then
-        return "trap", "user agent " .. token
+      local token, kind = ai_crawlers:find(r.user_agent)
+      if token == nil then
+        return
       end
+      local preference = kind and PREFERENCE_OF[kind]
+      if preference == nil then
+        return "trap", kind and format("user agent %s (%s)", token, kind) or "user agent " .. token
+      end
+      local said = preference[1]
+      if said == nil then
+        return "trap", format("user agent %s (%s; %s not stated)", token, kind, preference[2])
+      elseif said == false then
+        return "trap", format("user agent %s (%s; the site says %s=no)", token, kind, preference[2])
+      end
+      local over = r.rate_limited and "the request quota" or "a reader's pace"
+      return "trap", format("user agent %s (%s, over %s)", token, kind, over)
     end,
   },
   {

@@ -71,7 +71,7 @@ pub(crate) use crate::crawler::DnsConfig;
 pub(crate) use crate::crowdsec::CrowdSecConfig;
 pub(crate) use crate::robots::RobotsConfig;
 pub(crate) use crate::signature::WebBotAuthConfig;
-pub(crate) use crate::snippets::Preferences;
+pub(crate) use crate::vocabulary::Preferences;
 
 /// Where `/metrics` and `/api/trapped` are served, and who may read them.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -244,6 +244,7 @@ impl Config {
                 trap_threshold: 0.0,
                 challenge_everyone: false,
                 challenge_unanswered: 0,
+                preferences: Default::default(),
             },
             trap: TrapConfig {
                 listen: unspecified,

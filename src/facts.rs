@@ -54,6 +54,9 @@ pub struct Facts {
     pub challenges: u32,
     /// How the request proved it is one of the site owner's own tools, if it did.
     pub owner_tool: Option<crate::owner_tools::OwnerProof>,
+    /// The kind of AI crawler the User-Agent names (lists/ai-crawlers.txt's section for its
+    /// token), if it names one that is in a section.
+    pub ai_kind: Option<crate::vocabulary::AiKind>,
 }
 
 /// Which of a request's headers its source carried. A live request carries every header the

@@ -105,4 +105,4 @@ pub use user_agent::browser_claim;
 
 // Metrics rendering, for the dashboard and alert tests.
 pub use metrics::{HitSource, Metrics, Scope as MetricsScope};
-pub use vocabulary::{FailureKind, Verdict};
+pub use vocabulary::{AiKind, FailureKind, Preference, Preferences, Verdict};

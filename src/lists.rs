@@ -19,6 +19,7 @@ use aho_corasick::{Anchored, MatchKind, StartKind};
 use ipnet::IpNet;
 
 use crate::prefix_map::PrefixMap;
+use crate::vocabulary::AiKind;
 
 mod recent;
 
@@ -152,9 +153,34 @@ impl List {
                 return Err(bad(*line, format!("more than {MAX_TOKEN_BYTES} bytes of user-agent tokens")));
             }
         }
-        let tokens = entries.into_iter().map(|(_, entry)| entry.to_string()).collect();
-        let tokens =
-            TokenList::new(tokens).map_err(|error| bad(1, format!("cannot compile the list: {error}")))?;
+        // `[name]` starts a section: the tokens after it, up to the next, carry its label
+        // (ai-crawlers.txt's kinds); tokens before any section carry none.
+        let kinded = std::path::Path::new(name).file_name().is_some_and(|file| file == AI_CRAWLERS_FILE);
+        let (mut tokens, mut labels, mut names) = (Vec::new(), Vec::new(), Vec::<String>::new());
+        let mut label = NO_LABEL;
+        for (line, entry) in entries {
+            let Some(section) = section(entry) else {
+                tokens.push(entry.to_string());
+                labels.push(label);
+                continue;
+            };
+            if kinded && AiKind::named(section).is_none() {
+                return Err(bad(
+                    line,
+                    format!("`[{section}]` is no kind of AI crawler; kinds are {}", AiKind::names()),
+                ));
+            }
+            label = match names.iter().position(|known| known == section) {
+                Some(index) => index as u16,
+                None if names.len() < usize::from(NO_LABEL) => {
+                    names.push(section.to_string());
+                    (names.len() - 1) as u16
+                }
+                None => return Err(bad(line, format!("more than {NO_LABEL} sections"))),
+            };
+        }
+        let tokens = TokenList::with_labels(tokens, labels, names)
+            .map_err(|error| bad(1, format!("cannot compile the list: {error}")))?;
         Ok(List::Tokens(tokens))
     }
 
@@ -187,6 +213,22 @@ impl List {
     }
 }
 
+/// The list whose sections are kinds of AI crawler ([`AiKind`]), checked as it is read.
+pub(crate) const AI_CRAWLERS_FILE: &str = "ai-crawlers.txt";
+
+/// A token's label index when it is in no section.
+const NO_LABEL: u16 = u16::MAX;
+
+/// The name of a section header line of a token list, `[name]`: a letter, then letters, digits,
+/// `-` and `_` (a user-agent token never starts with `[`).
+pub(crate) fn section(entry: &str) -> Option<&str> {
+    let name = entry.strip_prefix('[')?.strip_suffix(']')?;
+    let mut bytes = name.bytes();
+    let valid = bytes.next().is_some_and(|b| b.is_ascii_alphabetic())
+        && bytes.all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_');
+    valid.then_some(name)
+}
+
 /// User-agent tokens matched as whole tokens: `Code` matches `Code/1.0` or `foo Code` but not
 /// `BarcodeReader/2.0` or `Unicode-Feed-Reader/1.0`.
 ///
@@ -198,6 +240,9 @@ pub struct TokenList {
     id: u64,
     automaton: DFA,
     tokens: Vec<String>,
+    /// Per token, its section's index in `label_names` (`NO_LABEL` for none).
+    labels: Vec<u16>,
+    label_names: Vec<String>,
     /// `TOKEN_CHAR` for bytes that continue a token; `ENTRY_START` for the bytes (either case)
     /// some entry starts with: a walk from any other byte would die at once, and skipping it is
     /// cheaper than a step of the automaton.
@@ -211,6 +256,17 @@ const ENTRY_START: u8 = TOKEN_CHAR << 1;
 impl TokenList {
     /// Compiles `tokens`; fails only for a list too large for the automaton.
     pub fn new(tokens: Vec<String>) -> Result<TokenList, aho_corasick::BuildError> {
+        let labels = vec![NO_LABEL; tokens.len()];
+        TokenList::with_labels(tokens, labels, Vec::new())
+    }
+
+    /// Compiles `tokens`, each with the label `labels` gives it: an index into `names`, or
+    /// `NO_LABEL`.
+    fn with_labels(
+        tokens: Vec<String>,
+        labels: Vec<u16>,
+        label_names: Vec<String>,
+    ) -> Result<TokenList, aho_corasick::BuildError> {
         let automaton = dfa::Builder::new()
             .ascii_case_insensitive(true)
             .match_kind(MatchKind::Standard)
@@ -221,7 +277,7 @@ impl TokenList {
             classes[usize::from(first.to_ascii_lowercase())] |= ENTRY_START;
             classes[usize::from(first.to_ascii_uppercase())] |= ENTRY_START;
         }
-        Ok(TokenList { id: recent::next_list_id(), automaton, tokens, classes })
+        Ok(TokenList { id: recent::next_list_id(), automaton, tokens, labels, label_names, classes })
     }
 
     /// Bytes of heap the compiled automaton and the tokens take.
@@ -235,6 +291,21 @@ impl TokenList {
         let bytes = text.as_ref();
         let index = recent::answer(self.id, bytes, || self.walk(bytes).and_then(|i| u32::try_from(i).ok()))?;
         self.tokens.get(index as usize).map(String::as_str)
+    }
+
+    /// [`TokenList::find`], with the label of the section the token is in (if it is in one).
+    pub fn find_labelled<T: AsRef<[u8]> + ?Sized>(&self, text: &T) -> Option<(&str, Option<&str>)> {
+        let bytes = text.as_ref();
+        let index = recent::answer(self.id, bytes, || self.walk(bytes).and_then(|i| u32::try_from(i).ok()))?;
+        let index = index as usize;
+        let token = self.tokens.get(index)?;
+        let label = self.labels.get(index).and_then(|&label| self.label_names.get(usize::from(label)));
+        Some((token.as_str(), label.map(String::as_str)))
+    }
+
+    /// The kind of AI crawler `text` names, when the list's section for its token is one.
+    pub fn ai_kind<T: AsRef<[u8]> + ?Sized>(&self, text: &T) -> Option<AiKind> {
+        self.find_labelled(text).and_then(|(_, label)| AiKind::named(label?))
     }
 
     /// `find` without the memo: walks the automaton from each token start; the token's index.

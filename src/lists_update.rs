@@ -12,6 +12,7 @@
 
 mod file;
 pub(crate) mod formats;
+mod kinds;
 pub mod sanity;
 
 use std::collections::{HashMap, HashSet};
@@ -140,6 +141,11 @@ pub struct Written {
     pub sources: Vec<file::Contribution>,
     /// Written from the embedded copy, as the folder had none (a list without sources).
     pub embedded: bool,
+    /// Entries written per kind of AI crawler (for a source that gives kinds).
+    pub kinds: Vec<(crate::vocabulary::AiKind, usize)>,
+    /// Entries written without a kind: the kind table (rules/ai-kinds.txt) does not map their
+    /// function. Each is the token with the function it gave.
+    pub unmapped: Vec<String>,
 }
 
 impl fmt::Display for ListReport {
@@ -159,6 +165,22 @@ impl fmt::Display for ListReport {
                     write!(out, " ({})", labels.join(", "))?;
                 }
                 write!(out, ", {} kept by hand ({} in no source)", written.kept, written.kept_only)?;
+                if !written.kinds.is_empty() {
+                    let kinds: Vec<String> = written
+                        .kinds
+                        .iter()
+                        .map(|(kind, count)| format!("{} {count}", kind.as_str()))
+                        .collect();
+                    write!(out, "\n  by kind: {}", kinds.join(", "))?;
+                }
+                if !written.unmapped.is_empty() {
+                    write!(
+                        out,
+                        "\n  {} without a kind (add their function to rules/ai-kinds.txt; until then they are trapped whatever the preferences say): {}",
+                        written.unmapped.len(),
+                        written.unmapped.join(", ")
+                    )?;
+                }
                 // Lists whose sources carry no labels (ASNs, tokens) say what each source added.
                 if written.labels.iter().all(|(label, _)| label.is_empty()) {
                     for source in &written.sources {
@@ -251,6 +273,8 @@ fn write_lists(
                 kept_only: 0,
                 sources: Vec::new(),
                 embedded: true,
+                kinds: Vec::new(),
+                unmapped: Vec::new(),
             })
             .map_err(|source| ListError::Write { path, source });
         reports.push(ListReport { file: file.to_string(), result, embedded_in_use: false });
@@ -312,6 +336,8 @@ fn write_list(
         kept_only: rendered.kept_only,
         sources: rendered.sources,
         embedded: false,
+        kinds: rendered.kinds,
+        unmapped: rendered.unmapped,
     })
 }
 

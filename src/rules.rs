@@ -118,6 +118,8 @@ pub struct RulesConfig {
     pub challenge_everyone: bool,
     /// `challenge { unanswered }`: `challenge_unanswered` in Lua.
     pub challenge_unanswered: u32,
+    /// The site's AI preferences (`preferences { }`): `preferences` in Lua.
+    pub preferences: crate::vocabulary::Preferences,
 }
 
 /// A ruleset that cannot be loaded.
@@ -167,6 +169,9 @@ impl fmt::Display for ListOrigin {
     }
 }
 
+/// The AI crawlers' list, by the name rules call it (`lists.ai_crawlers`).
+pub(crate) const AI_CRAWLERS_LIST: &str = "ai_crawlers";
+
 /// A compiled ruleset: the script's source and the lists, with a generation number.
 pub struct Compiled {
     generation: u64,
@@ -182,6 +187,7 @@ pub struct Compiled {
     trap_threshold: f64,
     challenge_everyone: bool,
     challenge_unanswered: u32,
+    preferences: crate::vocabulary::Preferences,
 }
 
 impl Compiled {
@@ -198,6 +204,15 @@ impl Compiled {
     /// The list the rules know as `lists.<name>` (file name without extension, `-` as `_`).
     pub fn list(&self, name: &str) -> Option<&List> {
         self.lists.get(name).map(|list| &**list)
+    }
+
+    /// The kind of AI crawler `user_agent` names, by the section of lists/ai-crawlers.txt its
+    /// token is in (`r.ai_kind`).
+    pub fn ai_kind(&self, user_agent: &str) -> Option<crate::vocabulary::AiKind> {
+        match self.list(AI_CRAWLERS_LIST) {
+            Some(List::Tokens(tokens)) => tokens.ai_kind(user_agent),
+            _ => None,
+        }
     }
 
     /// Logs, as a warning, each list the folder lacks and the embedded copy stands in for.
@@ -463,6 +478,7 @@ fn compile(config: &RulesConfig, generation: u64) -> Result<Compiled, RulesError
         trap_threshold: config.trap_threshold,
         challenge_everyone: config.challenge_everyone,
         challenge_unanswered: config.challenge_unanswered,
+        preferences: config.preferences,
     };
     // Build one state now, so that a script that does not compile or run is an error at load.
     compiled.rule_names = lua::check(&compiled)?;

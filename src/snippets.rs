@@ -10,6 +10,7 @@ use rand_pcg::Pcg64Mcg;
 
 use crate::numbers::below;
 use crate::trap_url::TrapUrls;
+use crate::vocabulary::Preferences;
 
 /// A site's snippets.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -20,51 +21,33 @@ pub struct Snippets {
     pub robots: String,
 }
 
-/// What the site allows AI systems to do with its content (`preferences { }`); `None` is not
-/// stated.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Preferences {
-    /// Search indexes: links and short excerpts.
-    pub search: Option<bool>,
-    /// Content fed to an AI model as it answers (retrieval, grounding).
-    pub ai_input: Option<bool>,
-    /// Training or fine-tuning AI models.
-    pub ai_train: Option<bool>,
-}
-
-impl Preferences {
-    /// The robots.txt lines that state them in both current vocabularies, for a `User-agent: *`
-    /// group; empty when none is set.
-    fn robots_lines(&self) -> String {
-        let signals: Vec<String> =
-            [("search", self.search), ("ai-input", self.ai_input), ("ai-train", self.ai_train)]
-                .into_iter()
-                .filter_map(|(name, value)| {
-                    value.map(|value| format!("{name}={}", if value { "yes" } else { "no" }))
-                })
-                .collect();
-        if signals.is_empty() {
-            return String::new();
-        }
-        let mut lines = String::from(
-            "# Content Signals (Cloudflare's Content Signals Policy, 2025-09-24): search, ai-input, ai-train.\n",
-        );
-        lines.push_str(&format!("Content-Signal: {}\n", signals.join(", ")));
-        // aipref has no category for AI input; its values are y and n.
-        let usage: Vec<String> = [("train-ai", self.ai_train), ("search", self.search)]
-            .into_iter()
-            .filter_map(|(name, value)| {
-                value.map(|value| format!("{name}={}", if value { "y" } else { "n" }))
-            })
-            .collect();
-        if !usage.is_empty() {
-            lines.push_str(
-                "# IETF AI Preferences (drafts aipref-attach-05, aipref-vocab-07; no category for AI input).\n",
-            );
-            lines.push_str(&format!("Content-Usage: {}\n", usage.join(", ")));
-        }
-        lines
+/// The robots.txt lines that state `preferences` in both current vocabularies, for a
+/// `User-agent: *` group; empty when none is set.
+fn robots_lines(preferences: &Preferences) -> String {
+    let Preferences { search, ai_input, ai_train } = *preferences;
+    let signals: Vec<String> = [("search", search), ("ai-input", ai_input), ("ai-train", ai_train)]
+        .into_iter()
+        .filter_map(|(name, value)| value.map(|value| format!("{name}={}", if value { "yes" } else { "no" })))
+        .collect();
+    if signals.is_empty() {
+        return String::new();
     }
+    let mut lines = String::from(
+        "# Content Signals (Cloudflare's Content Signals Policy, 2025-09-24): search, ai-input, ai-train.\n",
+    );
+    lines.push_str(&format!("Content-Signal: {}\n", signals.join(", ")));
+    // aipref has no category for AI input; its values are y and n.
+    let usage: Vec<String> = [("train-ai", ai_train), ("search", search)]
+        .into_iter()
+        .filter_map(|(name, value)| value.map(|value| format!("{name}={}", if value { "y" } else { "n" })))
+        .collect();
+    if !usage.is_empty() {
+        lines.push_str(
+            "# IETF AI Preferences (drafts aipref-attach-05, aipref-vocab-07; no category for AI input).\n",
+        );
+        lines.push_str(&format!("Content-Usage: {}\n", usage.join(", ")));
+    }
+    lines
 }
 
 /// A hidden link and where in a page it goes.
@@ -123,7 +106,7 @@ impl Snippets {
             })
             .collect();
         // With its slash: `Disallow: /trap` would also keep crawlers off a real `/trapeze`.
-        let robots = format!("User-agent: *\n{}Disallow: {prefix}/\n", preferences.robots_lines());
+        let robots = format!("User-agent: *\n{}Disallow: {prefix}/\n", robots_lines(preferences));
         Snippets { links, robots }
     }
 }

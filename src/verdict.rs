@@ -24,8 +24,6 @@ use crate::rules::{Compiled, Decision, RuleOutcome};
 /// the domains of forward-confirmed reverse DNS (`crawler-domains.txt`).
 pub(crate) const CRAWLER_RANGES: &str = "search_engines";
 pub(crate) const CRAWLER_DOMAINS: &str = "crawler_domains";
-/// The AI crawlers' user-agent tokens, for the robots.txt counts.
-const AI_CRAWLERS: &str = "ai_crawlers";
 /// Datacenter and cloud networks, for the rate-limited requests metric.
 const DATACENTER_ASNS: &str = "datacenter_asns";
 
@@ -307,6 +305,7 @@ fn facts(app: &App, mut request: ForwardedRequest) -> Facts {
         app.metrics.robots(crawler, robots.check == RobotsCheck::Disallowed);
     }
     let owner_tool = app.owner_tools.prove(&request.headers, address);
+    let ai_kind = compiled.ai_kind(user_agent);
     let unsigned = Facts {
         method: request.method,
         proto: request.proto,
@@ -328,6 +327,7 @@ fn facts(app: &App, mut request: ForwardedRequest) -> Facts {
         pass,
         challenges,
         owner_tool,
+        ai_kind,
     };
     // A signature covers the request as built: checked on it, then part of the facts.
     let signature = app.signatures.check_now(&unsigned);
@@ -472,7 +472,7 @@ pub(crate) fn robots_crawler<'a>(
     if let Some(group) = answer.group.as_deref().filter(|group| *group != "*") {
         return Some(group);
     }
-    let listed = match compiled.list(AI_CRAWLERS) {
+    let listed = match compiled.list(crate::rules::AI_CRAWLERS_LIST) {
         Some(List::Tokens(tokens)) => tokens.find(user_agent),
         _ => None,
     };

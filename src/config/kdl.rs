@@ -969,6 +969,8 @@ impl Reader<'_> {
             "ai-input" => preferences.ai_input = Some(value),
             _ => preferences.ai_train = Some(value),
         }
+        // The default rules judge each kind of AI crawler by the preference that speaks for it.
+        self.config.rules.preferences = *preferences;
         Ok(())
     }
 

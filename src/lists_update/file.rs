@@ -14,7 +14,8 @@ use std::path::Path;
 use super::formats::{Kind, Parsed};
 use super::sanity;
 use super::{ListError, Source};
-use crate::lists::List;
+use crate::lists::{List, section};
+use crate::vocabulary::AiKind;
 
 /// How the line after which a list file is kept by hand starts.
 pub(super) const KEPT_PREFIX: &str = "# --- kept by hand";
@@ -43,7 +44,7 @@ impl Current {
                 return current;
             }
             let entry = line.split('#').next().unwrap_or("").trim();
-            if entry.is_empty() {
+            if is_no_entry(kind, entry) {
                 continue;
             }
             let label = match kind {
@@ -67,10 +68,16 @@ impl Current {
         self.kept
             .iter()
             .map(|line| line.split('#').next().unwrap_or("").trim())
-            .filter(|entry| !entry.is_empty())
+            .filter(|entry| !is_no_entry(kind, entry))
             .map(|entry| dedupe_key(kind, entry))
             .collect()
     }
+}
+
+/// Whether a line's text (its comment cut off) holds no entry: empty, or a token list's section
+/// header.
+fn is_no_entry(kind: Kind, entry: &str) -> bool {
+    entry.is_empty() || (kind == Kind::Tokens && section(entry).is_some())
 }
 
 /// What identifies an entry: a token in any case, an ASN by its number, a network line whole.
@@ -100,6 +107,10 @@ pub(super) struct Rendered {
     pub(super) sources: Vec<Contribution>,
     /// Entries kept by hand that no source has.
     pub(super) kept_only: usize,
+    /// Entries written per kind of AI crawler, for a source that gives kinds.
+    pub(super) kinds: Vec<(AiKind, usize)>,
+    /// Entries written without a kind because the kind table does not map them.
+    pub(super) unmapped: Vec<String>,
 }
 
 /// What one source gave a list.
@@ -128,7 +139,12 @@ pub(super) fn render(
     let mut seen = HashSet::new();
     let mut sources: Vec<Contribution> = Vec::with_capacity(fetched.len());
     let mut fetched_keys = HashSet::new();
+    // Each token's kind, for sources that give kinds: the file is written in sections by kind.
+    let mut kinds: HashMap<String, AiKind> = HashMap::new();
+    let mut unmapped = Vec::new();
+    let kinded = fetched.iter().any(|item| !item.parsed.kinds.is_empty());
     for item in fetched {
+        unmapped.extend(item.parsed.unmapped.iter().cloned());
         let mut added = 0;
         let label = item.source.label.as_str();
         let index = match groups.iter().position(|(known, _)| *known == label) {
@@ -138,10 +154,13 @@ pub(super) fn render(
                 groups.len() - 1
             }
         };
-        for entry in &item.parsed.entries {
+        for (position, entry) in item.parsed.entries.iter().enumerate() {
             let line = if label.is_empty() { entry.clone() } else { format!("{label} {entry}") };
             let key = dedupe_key(kind, &line);
             fetched_keys.insert(key.clone());
+            if let Some(Some(entry_kind)) = item.parsed.kinds.get(position) {
+                kinds.entry(key.clone()).or_insert(*entry_kind);
+            }
             if !kept_keys.contains(&key) && seen.insert(key) {
                 groups[index].1.push(line);
                 added += 1;
@@ -196,18 +215,49 @@ pub(super) fn render(
             item.parsed.entries.len()
         ));
     }
-    text.push_str(match kind {
-        Kind::Networks => "#\n# Format: '<label> <cidr>', one prefix per line.\n#\n",
-        Kind::Tokens => "#\n# Format: one user-agent token per line.\n#\n",
-        Kind::Asns => "#\n# Format: '<asn> <name>', one per line.\n#\n",
+    text.push_str(match (kind, kinded) {
+        (Kind::Networks, _) => "#\n# Format: '<label> <cidr>', one prefix per line.\n#\n",
+        (Kind::Tokens, false) => "#\n# Format: one user-agent token per line.\n#\n",
+        (Kind::Tokens, true) => {
+            "#\n# Format: one user-agent token per line; `[kind]` starts the tokens of one kind of AI crawler\n\
+             # (rules/ai-kinds.txt in quagmire's source maps each source entry's function to its kind).\n#\n"
+        }
+        (Kind::Asns, _) => "#\n# Format: '<asn> <name>', one per line.\n#\n",
     });
+    let mut by_kind: Vec<(AiKind, usize)> = Vec::new();
     for (label, entries) in &groups {
         if !label.is_empty() {
             text.push_str(&format!("# {label}\n"));
         }
-        for entry in entries {
-            text.push_str(entry);
-            text.push('\n');
+        if !kinded {
+            for entry in entries {
+                text.push_str(entry);
+                text.push('\n');
+            }
+            continue;
+        }
+        // Entries without a kind come first, before any section, so that they carry none.
+        let kind_of = |entry: &String| kinds.get(&dedupe_key(kind, entry)).copied();
+        let unkinded: Vec<&String> = entries.iter().filter(|entry| kind_of(entry).is_none()).collect();
+        if !unkinded.is_empty() {
+            text.push_str("# Without a kind: rules/ai-kinds.txt does not map their function yet.\n");
+            for entry in unkinded {
+                text.push_str(entry);
+                text.push('\n');
+            }
+        }
+        for section_kind in AiKind::ALL {
+            let of_kind: Vec<&String> =
+                entries.iter().filter(|entry| kind_of(entry) == Some(section_kind)).collect();
+            if of_kind.is_empty() {
+                continue;
+            }
+            text.push_str(&format!("[{}]\n", section_kind.as_str()));
+            for entry in &of_kind {
+                text.push_str(entry);
+                text.push('\n');
+            }
+            by_kind.push((section_kind, of_kind.len()));
         }
     }
     text.push_str(KEPT_MARKER);
@@ -231,7 +281,7 @@ pub(super) fn render(
     let kept = kept_keys.len();
     let kept_only = kept_keys.difference(&fetched_keys).count();
     let labels = groups.into_iter().map(|(label, entries)| (label.to_string(), entries.len())).collect();
-    Ok(Rendered { text, labels, kept, sources, kept_only })
+    Ok(Rendered { text, labels, kept, sources, kept_only, kinds: by_kind, unmapped })
 }
 
 /// Writes `text` to `path` through a temporary file in the same folder and a rename, so a reader

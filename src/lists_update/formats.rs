@@ -5,7 +5,9 @@
 //!   {"ipv6Prefix": "2001:db8::/32"}, ...]}`, the shape Google, Bing, Apple, DuckDuckGo, OpenAI,
 //!   Perplexity and Common Crawl publish (other keys in a prefix object are ignored);
 //! - `cidr-list`: plain text, one CIDR (or address) per line, `#` comments;
-//! - `robots-json`: ai.robots.txt's `robots.json`, an object whose keys are user-agent tokens;
+//! - `robots-json`: ai.robots.txt's `robots.json`, an object whose keys are user-agent tokens,
+//!   each given its kind of AI crawler from its `function` by the reviewed table
+//!   (rules/ai-kinds.txt, see `kinds.rs`);
 //! - `asn-list`: plain text, `[AS]<number> [# ]<name>` per line, `#` comments (the layout of
 //!   X4BNet's `lists_vpn` ASN lists).
 
@@ -13,6 +15,9 @@ use std::net::IpAddr;
 
 use ipnet::IpNet;
 use serde::Deserialize;
+
+use super::kinds::KindTable;
+use crate::vocabulary::AiKind;
 
 /// The published format of a source.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -71,9 +76,9 @@ impl Format {
     pub fn parse(self, body: &[u8]) -> Result<Parsed, String> {
         let parsed = match self {
             Format::PrefixesJson => prefixes_json(body)?,
-            Format::CidrList => Parsed { entries: cidr_list(text(body)?)?, published: None },
-            Format::RobotsJson => robots_json(body)?,
-            Format::AsnList => Parsed { entries: asn_list(text(body)?)?, published: None },
+            Format::CidrList => Parsed::plain(cidr_list(text(body)?)?),
+            Format::RobotsJson => robots_json(body, &KindTable::shipped())?,
+            Format::AsnList => Parsed::plain(asn_list(text(body)?)?),
         };
         if parsed.entries.is_empty() {
             return Err("no entries".into());
@@ -89,6 +94,19 @@ pub struct Parsed {
     pub entries: Vec<String>,
     /// When the publisher says it made the file (`creationTime`), if it says.
     pub published: Option<String>,
+    /// Per entry, its kind of AI crawler, for a source that gives kinds (`robots-json`; empty
+    /// for the others).
+    pub kinds: Vec<Option<AiKind>>,
+    /// Entries the kind table could not map, each with the function it gave: written without a
+    /// kind, and reported.
+    pub unmapped: Vec<String>,
+}
+
+impl Parsed {
+    /// Entries without kinds or a publication time.
+    pub(crate) fn plain(entries: Vec<String>) -> Parsed {
+        Parsed { entries, published: None, kinds: Vec::new(), unmapped: Vec::new() }
+    }
 }
 
 fn text(body: &[u8]) -> Result<&str, String> {
@@ -121,7 +139,7 @@ fn prefixes_json(body: &[u8]) -> Result<Parsed, String> {
         entries.push(network(text).map_err(|error| format!("prefix {index}: {error}"))?);
     }
     let published = file.creation_time.map(|time| clean(&time, 64));
-    Ok(Parsed { entries, published })
+    Ok(Parsed { published, ..Parsed::plain(entries) })
 }
 
 fn cidr_list(text: &str) -> Result<Vec<String>, String> {
@@ -130,21 +148,45 @@ fn cidr_list(text: &str) -> Result<Vec<String>, String> {
         .collect()
 }
 
-fn robots_json(body: &[u8]) -> Result<Parsed, String> {
+/// What `robots-json` reads of each key's object: its `function`; the other fields are skipped,
+/// not built.
+#[derive(Deserialize)]
+struct Robot {
+    #[serde(default, deserialize_with = "text_or_nothing")]
+    function: Option<String>,
+}
+
+/// A string, or nothing for any other JSON value (an odd field costs the entry its kind, not
+/// the whole list).
+fn text_or_nothing<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<Option<String>, D::Error> {
+    Ok(match serde_json::Value::deserialize(deserializer)? {
+        serde_json::Value::String(text) => Some(text),
+        _ => None,
+    })
+}
+
+fn robots_json(body: &[u8], table: &KindTable) -> Result<Parsed, String> {
     // Keys come out in serde_json's map order (sorted, without its `preserve_order` feature):
     // the order of token lines does not change what they match.
-    // Values are skipped, not built: only the keys are kept in memory.
-    let object: std::collections::BTreeMap<String, serde::de::IgnoredAny> =
+    let object: std::collections::BTreeMap<String, Robot> =
         serde_json::from_slice(body).map_err(|error| format!("invalid JSON: {error}"))?;
-    let mut entries = Vec::with_capacity(object.len());
-    for key in object.keys() {
+    let mut parsed = Parsed::plain(Vec::with_capacity(object.len()));
+    for (key, robot) in &object {
         let token = key.trim();
         if token.is_empty() || token.contains('#') || token.chars().any(char::is_control) {
             return Err(format!("key {key:?} cannot be a list entry"));
         }
-        entries.push(token.to_string());
+        let function = robot.function.as_deref();
+        let kind = table.kind(token, function);
+        if kind.is_none() {
+            let function =
+                function.map_or_else(|| "no function".to_string(), |text| format!("{:?}", clean(text, 120)));
+            parsed.unmapped.push(format!("{token} ({function})"));
+        }
+        parsed.entries.push(token.to_string());
+        parsed.kinds.push(kind);
     }
-    Ok(Parsed { entries, published: None })
+    Ok(parsed)
 }
 
 fn asn_list(text: &str) -> Result<Vec<String>, String> {

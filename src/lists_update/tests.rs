@@ -3,6 +3,7 @@
 use super::file::{Current, FetchedSource, KEPT_MARKER, render, rfc3339};
 use super::*;
 use crate::lists::List;
+use crate::vocabulary::AiKind;
 
 fn source(list: &str, label: &str, format: Format) -> Source {
     Source {
@@ -97,10 +98,7 @@ fn formats_have_names_and_kinds() {
 fn fetched<'a>(source: &'a Source, list: &[&str]) -> FetchedSource<'a> {
     FetchedSource {
         source,
-        parsed: formats::Parsed {
-            entries: list.iter().map(|entry| entry.to_string()).collect(),
-            published: None,
-        },
+        parsed: formats::Parsed::plain(list.iter().map(|entry| entry.to_string()).collect()),
     }
 }
 
@@ -207,9 +205,11 @@ fn shipped_lists_read_as_their_sources_expect() {
         let current = Current::read(text, first.format.kind(), &labels);
         let generated: usize = current.counts.values().sum();
         match *file {
+            // 166 robots.json keys, three of which differ from another only by case; the hand-kept
+            // section is one kind's (its `[scraper]` line is no entry).
             "ai-crawlers.txt" => assert_eq!(
-                (generated, current.kept.iter().filter(|l| !l.starts_with('#')).count()),
-                (166, 15)
+                (generated, current.kept.iter().filter(|l| !l.starts_with(['#', '['])).count()),
+                (163, 15)
             ),
             "datacenter-asns.txt" => {
                 assert_eq!((generated, current.kept.iter().filter(|l| !l.starts_with('#')).count()), (0, 144))
@@ -226,4 +226,82 @@ fn times_are_rfc3339_utc() {
     assert_eq!(rfc3339(0), "1970-01-01T00:00:00Z");
     assert_eq!(rfc3339(951_782_400), "2000-02-29T00:00:00Z");
     assert_eq!(rfc3339(1_796_380_245), "2026-12-04T10:30:45Z");
+}
+
+#[test]
+fn robots_json_entries_are_written_in_sections_by_kind_and_the_unmapped_are_named() {
+    let body = r#"{
+        "GPTBot": {"operator": "OpenAI", "function": "Scrapes data to train OpenAI's products."},
+        "ChatGPT-User": {"function": "AI Assistants", "respect": "Yes"},
+        "OAI-SearchBot": {"function": "Search result generation."},
+        "Operator": {"function": "AI Agents"},
+        "Diffbot": {"function": "AI Data Providers"},
+        "Lightpanda": {"function": "AI Data Scrapers"},
+        "NewBot": {"function": "Something nobody has reviewed."},
+        "OddBot": {"function": 7},
+        "BareBot": {}
+    }"#;
+    let parsed = Format::RobotsJson.parse(body.as_bytes()).unwrap();
+    assert_eq!(parsed.entries.len(), 9);
+    assert_eq!(
+        parsed.unmapped,
+        ["BareBot (no function)", "NewBot (\"Something nobody has reviewed.\")", "OddBot (no function)"]
+    );
+    let robots = source("ai-crawlers", "", Format::RobotsJson);
+    let current_text = format!("# header\nGPTBot\n{KEPT_MARKER}\n[scraper]\nHeadlessChrome\n");
+    let current = Current::read(&current_text, Kind::Tokens, &HashSet::from([""]));
+    assert_eq!((current.counts.get(""), current.kept.len()), (Some(&1), 2));
+    let new = [FetchedSource { source: &robots, parsed }];
+    let rendered = render("ai-crawlers.txt", Kind::Tokens, &current, &new, "now").unwrap();
+    // Unmapped first, so they carry no kind; then each kind; the hand-kept section as it was.
+    let body = rendered.text.split("#\n").last().unwrap();
+    assert_eq!(
+        body,
+        format!(
+            "# Without a kind: rules/ai-kinds.txt does not map their function yet.\nBareBot\nNewBot\nOddBot\n\
+             [training]\nGPTBot\n[ai-search]\nOAI-SearchBot\n[assistant]\nChatGPT-User\n[agent]\nOperator\n\
+             [scraper]\nDiffbot\nLightpanda\n{KEPT_MARKER}\n[scraper]\nHeadlessChrome\n"
+        )
+    );
+    assert_eq!(
+        rendered.kinds,
+        [
+            (AiKind::Training, 1),
+            (AiKind::AiSearch, 1),
+            (AiKind::Assistant, 1),
+            (AiKind::Agent, 1),
+            (AiKind::Scraper, 2)
+        ]
+    );
+    assert_eq!(rendered.unmapped.len(), 3);
+    // The file reads back with every token's kind.
+    let List::Tokens(list) = List::parse("ai-crawlers.txt", &rendered.text).unwrap() else { panic!() };
+    assert_eq!(list.ai_kind("Mozilla/5.0 (compatible; ChatGPT-User/1.0)"), Some(AiKind::Assistant));
+    assert_eq!(list.ai_kind("Lightpanda/1.0"), Some(AiKind::Scraper));
+    assert_eq!(list.ai_kind("HeadlessChrome/120"), Some(AiKind::Scraper));
+    assert_eq!(list.find("NewBot/2"), Some("NewBot"));
+    assert_eq!(list.ai_kind("NewBot/2"), None);
+}
+
+#[test]
+fn the_report_names_the_kinds_and_every_entry_without_one() {
+    let report = ListReport {
+        file: "ai-crawlers.txt".into(),
+        result: Ok(Written {
+            labels: vec![(String::new(), 3)],
+            kept: 0,
+            kept_only: 0,
+            sources: Vec::new(),
+            embedded: false,
+            kinds: vec![(AiKind::Training, 2)],
+            unmapped: vec!["NewBot (\"Something new.\")".into()],
+        }),
+        embedded_in_use: false,
+    };
+    let text = report.to_string();
+    assert!(text.contains("\n  by kind: training 2"), "{text}");
+    assert!(
+        text.contains("1 without a kind (add their function to rules/ai-kinds.txt; until then they are trapped whatever the preferences say): NewBot (\"Something new.\")"),
+        "{text}"
+    );
 }

@@ -81,6 +81,8 @@ local SIGNATURES = { [0] = "unsigned", "verified", "invalid", "pending" }
 local BURNS = { "trap_hits", "networks", "pages" }
 -- How an owner's tool proved it (r.owner_tool), by its code in bits 58 and 59 of `packed`.
 local OWNER_PROOFS = { "header", "address" }
+-- The kind of AI crawler (r.ai_kind), by its code in bits 60 to 62 (AiKind::ALL's order).
+local AI_KINDS = { "training", "ai-search", "assistant", "agent", "scraper" }
 local function cut(from, to) return sub(blob, ends[from] + 1, ends[to]) end
 local lazy = {
   method = function() return cut(0, 1) end,
@@ -165,6 +167,7 @@ local function evaluate(tracing, text, proto, path, user_agent, method_end, prot
   request.is_trap_url = (packed & 2) ~= 0
   request.dot_segments = (packed & 4) ~= 0
   request.owner_tool = OWNER_PROOFS[(packed >> 58) & 3]
+  request.ai_kind = AI_KINDS[(packed >> 60) & 7]
 
   trace, current = tracing and {} or nil, 0
   reset()

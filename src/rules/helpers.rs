@@ -69,8 +69,9 @@ unsafe fn list_of<'a>(state: *mut ffi::lua_State, method: &CStr) -> &'a List {
     }
 }
 
-/// `list:find(x)`: the matching token, the network's or path's label (or true), or the ASN's
-/// name (or true); nil when `x` is nil or not in the list.
+/// `list:find(x)`: the matching token (and, for a token in a section, the section's name), the
+/// network's or path's label (or true), or the ASN's name (or true); nil when `x` is nil or not
+/// in the list.
 ///
 /// Like every helper here it runs inside a Lua call: it may raise Lua errors (a longjmp), so it
 /// holds nothing that needs dropping, and it never panics.
@@ -82,7 +83,14 @@ unsafe extern "C-unwind" fn list_find(state: *mut ffi::lua_State) -> c_int {
             (_, ffi::LUA_TNIL | ffi::LUA_TNONE) => None,
             (List::Tokens(tokens), ffi::LUA_TSTRING) => {
                 let text = bytes_at(state, 2);
-                guarded(state, || tokens.find(text))
+                // A token in a section comes with the section's name (ai-crawlers.txt's kinds).
+                return match guarded(state, || tokens.find_labelled(text)) {
+                    Some((token, Some(section))) => {
+                        push_label(state, Some(token)) + push_label(state, Some(section))
+                    }
+                    Some((token, None)) => push_label(state, Some(token)),
+                    None => push_label(state, None),
+                };
             }
             (List::Paths(paths), ffi::LUA_TSTRING) => {
                 let text = bytes_at(state, 2);

@@ -26,6 +26,7 @@ use crate::claims::{RobotsCheck, SignatureCheck};
 use crate::facts::{Coverage, Facts};
 use crate::numbers::Decimal;
 use crate::owner_tools::OwnerProof;
+use crate::vocabulary::AiKind;
 use crate::vocabulary::FailureKind;
 
 /// Loading a script gets this many times a request's time limit.
@@ -206,7 +207,7 @@ fn run(
         let ends = fill_blob(blob, facts);
         // Flags (rate limited, trap URL, dot segments, partial, no User-Agent), the ASN (bits 7
         // to 38), the unanswered challenges (40 to 55), why the pass is burned (56, 57) and how
-        // an owner's tool proved it (58, 59) in one argument.
+        // an owner's tool proved it (58, 59) and the kind of AI crawler (60 to 62) in one argument.
         let partial = facts.coverage != Coverage::All;
         let packed = i64::from(facts.history.rate_limited)
             | i64::from(facts.is_trap_url) << 1
@@ -219,7 +220,10 @@ fn run(
             | facts.owner_tool.map_or(0, |proof| match proof {
                 OwnerProof::Header => 1,
                 OwnerProof::Address => 2,
-            }) << 58;
+            }) << 58
+            | facts.ai_kind.map_or(0, |kind| {
+                1 + AiKind::ALL.iter().position(|known| *known == kind).unwrap_or(0) as i64
+            }) << 60;
         let request = driver::Request {
             shown: shown(facts),
             tracing: trace.is_some(),
@@ -562,6 +566,16 @@ struct Prepared {
     last_trace: Function,
 }
 
+/// `preferences` in Lua: `search`, `ai_input` and `ai_train`, each true, false, or nil when the
+/// site did not say.
+fn preferences_table(lua: &Lua, preferences: &crate::vocabulary::Preferences) -> mlua::Result<Table> {
+    let table = lua.create_table()?;
+    table.set("search", preferences.search)?;
+    table.set("ai_input", preferences.ai_input)?;
+    table.set("ai_train", preferences.ai_train)?;
+    Ok(table)
+}
+
 /// Builds the sandbox, runs the script in it and builds the driver over its rules.
 fn prepare(lua: &Lua, compiled: &Compiled) -> Result<Prepared, RulesError> {
     let script_error =
@@ -578,6 +592,7 @@ fn prepare(lua: &Lua, compiled: &Compiled) -> Result<Prepared, RulesError> {
             compiled.trap_threshold,
             compiled.challenge_everyone,
             compiled.challenge_unanswered,
+            preferences_table(lua, &compiled.preferences).map_err(script_error)?,
         ))
         .map_err(script_error)?;
     strip_globals(lua).map_err(script_error)?;
@@ -651,7 +666,16 @@ pub(super) fn visible_names(compiled: &Compiled) -> (Vec<String>, Vec<String>) {
     let (lists, browser, _kept) = helpers::install(&lua, compiled).unwrap();
     let (_env, _settle, _reset, _seal, base): (Table, Function, Function, Function, Table) = lua
         .load(SANDBOX)
-        .call((patterns::guard(&lua).unwrap(), patterns::re(&lua).unwrap(), lists, browser, 1.0, false, 4))
+        .call((
+            patterns::guard(&lua).unwrap(),
+            patterns::re(&lua).unwrap(),
+            lists,
+            browser,
+            1.0,
+            false,
+            4,
+            preferences_table(&lua, &compiled.preferences).unwrap(),
+        ))
         .unwrap();
     let mut globals: Vec<String> = base.pairs::<String, Value>().map(|pair| pair.unwrap().0).collect();
     let strings: Table = lua

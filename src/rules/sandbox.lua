@@ -12,7 +12,7 @@
 --
 -- Lua patterns whose matching can backtrack (quantifiers, %b) are refused by `check_pattern`:
 -- their time in C cannot be limited. `re` offers linear-time regular expressions instead.
-local check_pattern, re, lists, browser, trap_threshold, challenge_everyone, challenge_unanswered = ...
+local check_pattern, re, lists, browser, trap_threshold, challenge_everyone, challenge_unanswered, preferences = ...
 
 local setmetatable, getmetatable, rawget, rawset, rawlen, error, next, type =
   setmetatable, getmetatable, rawget, rawset, rawlen, error, next, type
@@ -83,6 +83,7 @@ local base = {
   string = freeze(strings), table = freeze(table), math = freeze(math), utf8 = freeze(utf8),
   lists = freeze(lists), re = freeze(re), browser = browser, trap_threshold = trap_threshold,
   challenge_everyone = challenge_everyone, challenge_unanswered = challenge_unanswered,
+  preferences = freeze(preferences),
 }
 
 -- A global a script writes lands in env itself (which __newindex sees, since env holds no key

@@ -37,6 +37,7 @@ fn rules_config() -> RulesConfig {
         trap_threshold: 5.0,
         challenge_everyone: false,
         challenge_unanswered: 5,
+        preferences: Default::default(),
     }
 }
 
@@ -124,13 +125,16 @@ impl Request {
             pass: self.pass.clone(),
             challenges: self.challenges,
             owner_tool: self.owner_tool,
+            ai_kind: None,
         }
     }
 }
 
 /// Checks that `request` gets `verdict` from rule `rule` ("" when no rule decides).
 fn check(rules: &Rules, request: Request, verdict: Verdict, rule: &str) {
-    let facts = request.facts();
+    let mut facts = request.facts();
+    // As the verdict finds it, from the ruleset's list.
+    facts.ai_kind = rules.compiled().ai_kind(facts.user_agent());
     let (decision, trace) = rules.evaluate_traced(&facts);
     assert_eq!((decision.verdict, &*decision.rule), (verdict, rule), "{facts:#?}\n{trace:#?}");
 }
@@ -657,6 +661,7 @@ fn the_sites_program_paths_let_libraries_through_and_nothing_else() {
         trap_threshold: 5.0,
         challenge_everyone: false,
         challenge_unanswered: 4,
+        preferences: Default::default(),
     })
     .unwrap();
     for uri in ["/api/items?page=2", "/graphql"] {
@@ -925,6 +930,7 @@ fn script_rules(script: &str, fail: FailMode) -> Result<Rules, RulesError> {
         trap_threshold: 5.0,
         challenge_everyone: false,
         challenge_unanswered: 4,
+        preferences: Default::default(),
     });
     drop(dir);
     rules
@@ -1172,6 +1178,7 @@ fn reload_keeps_the_old_rules_when_the_new_file_is_broken() {
         trap_threshold: 5.0,
         challenge_everyone: false,
         challenge_unanswered: 4,
+        preferences: Default::default(),
     })
     .unwrap();
     std::fs::write(&path, "return { { name = 'second' check = } }").unwrap();
@@ -1196,12 +1203,14 @@ fn broken_lists_are_load_errors_naming_file_and_line() {
         trap_threshold: 5.0,
         challenge_everyone: false,
         challenge_unanswered: 4,
+        preferences: Default::default(),
     })
     .err()
     .unwrap();
     assert!(err.to_string().contains("datacenter-asns.txt, line 2"), "{err}");
 }
 
+mod ai_kinds;
 mod hostile;
 
 fn robots(check: crate::claims::RobotsCheck, group: Option<&str>) -> crate::claims::RobotsAnswer {

@@ -91,6 +91,7 @@ fn facts(method: &str, host: &str, uri: &str, headers: &[(&str, &str)]) -> Facts
         pass: None,
         challenges: 0,
         owner_tool: None,
+        ai_kind: None,
     }
 }
 

@@ -20,6 +20,7 @@ fn rules_with(script: &str, fail: FailMode, limits: Limits) -> Result<Rules, Rul
         trap_threshold: 5.0,
         challenge_everyone: false,
         challenge_unanswered: 4,
+        preferences: Default::default(),
     })
 }
 
@@ -272,6 +273,7 @@ fn state_cannot_outlive_a_request_through_a_scripts_locals() {
         trap_threshold: 5.0,
         challenge_everyone: false,
         challenge_unanswered: 4,
+        preferences: Default::default(),
     })
     .unwrap();
     for _ in 0..120 {
@@ -566,6 +568,7 @@ fn rules_see_only_the_sandbox() {
             "next",
             "pairs",
             "pcall",
+            "preferences",
             "rawequal",
             "rawget",
             "rawlen",
