@@ -83,6 +83,28 @@ fn parse_header(line: &str) -> Result<(String, String), ExplainError> {
     Ok((name.trim().to_ascii_lowercase(), value.trim().to_string()))
 }
 
+/// The kind of AI crawler the request names and what the site's preferences say of that kind:
+/// `assistant (ChatGPT-User): the site says ai-input=yes`, or `-`.
+fn ai_kind_line(app: &App, facts: &crate::facts::Facts) -> String {
+    let Some(kind) = facts.ai_kind else { return "-".into() };
+    let compiled = app.rules.compiled();
+    let token = match compiled.list(crate::rules::AI_CRAWLERS_LIST) {
+        Some(crate::lists::List::Tokens(tokens)) => {
+            tokens.find(facts.user_agent()).unwrap_or("-").to_string()
+        }
+        _ => "-".into(),
+    };
+    let said = match kind.preference() {
+        None => "no preference decides it: trapped whatever the site says".to_string(),
+        Some(preference) => match app.config.preferences.get(preference) {
+            Some(true) => format!("the site says {}=yes", preference.as_str()),
+            Some(false) => format!("the site says {}=no", preference.as_str()),
+            None => format!("{} not stated: trapped as before kinds", preference.as_str()),
+        },
+    };
+    format!("{} ({token}): {said}", kind.as_str())
+}
+
 /// Judges `request` (after recording `trap_hits` for its client) and describes the outcome.
 pub fn explain(app: &App, request: ForwardedRequest, trap_hits: u32) -> String {
     if trap_hits > 0 {
@@ -139,6 +161,7 @@ pub fn explain(app: &App, request: ForwardedRequest, trap_hits: u32) -> String {
             let _ = writeln!(out, "crawler     -");
         }
     }
+    let _ = writeln!(out, "ai kind     {}", ai_kind_line(app, facts));
     match &facts.signature {
         Some(signature) => {
             let agent = if signature.agent.is_empty() { "no agent" } else { signature.agent.as_str() };

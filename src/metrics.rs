@@ -21,7 +21,7 @@ use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::{Metric, Registry, Unit};
 
 use crate::user_agent::remembered_family;
-use crate::vocabulary::{FailureKind, Verdict};
+use crate::vocabulary::{AiKind, FailureKind, Verdict};
 
 /// ASNs that get a label of their own; the rest are counted as `other`.
 pub(crate) const ASN_LABELS: usize = 20;
@@ -67,6 +67,12 @@ impl EncodeLabelValue for AsnLabel {
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct FamilyLabels {
     family: &'static str,
+    verdict: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct KindLabels {
+    kind: &'static str,
     verdict: &'static str,
 }
 
@@ -181,6 +187,7 @@ pub struct Metrics {
     decision_seconds: Histogram,
     verdicts_by_asn: Family<AsnLabels, Counter>,
     verdicts_by_family: Family<FamilyLabels, Counter>,
+    verdicts_by_ai_kind: Family<KindLabels, Counter>,
     trap_pages: Counter,
     trap_bytes: Counter,
     dripped_pages: Counter,
@@ -266,6 +273,12 @@ impl Metrics {
                 r,
                 "user_agent_verdicts",
                 "Verdicts by user-agent family",
+                Family::default(),
+            ),
+            verdicts_by_ai_kind: register(
+                r,
+                "ai_crawler_verdicts",
+                "Verdicts for AI crawlers by kind (lists/ai-crawlers.txt's sections: training, ai-search, assistant, agent, scraper)",
                 Family::default(),
             ),
             trap_pages: register(r, "trap_pages", "Trap pages served", Counter::default()),
@@ -523,6 +536,13 @@ impl Metrics {
         self.verdicts_by_asn.get_or_create(&AsnLabels { asn, verdict }).inc();
         self.verdicts_by_family
             .get_or_create(&FamilyLabels { family: remembered_family(user_agent), verdict })
+            .inc();
+    }
+
+    /// Counts one verdict for an AI crawler of `kind` (beside [`Metrics::verdict`]).
+    pub fn ai_verdict(&self, kind: AiKind, verdict: Verdict) {
+        self.verdicts_by_ai_kind
+            .get_or_create(&KindLabels { kind: kind.as_str(), verdict: verdict.as_str() })
             .inc();
     }
 
@@ -949,6 +969,7 @@ mod tests {
             Some(16509),
             "GPTBot/1.2",
         );
+        metrics.ai_verdict(AiKind::Training, Verdict::Trap);
         metrics.trap_page(8000);
         metrics.dripped(Duration::from_millis(1500));
         metrics.trap_hit(HitSource::TrapUrl);
@@ -995,6 +1016,7 @@ mod tests {
             "quagmire_decision_duration_seconds_bucket",
             "quagmire_asn_verdicts_total{asn=\"16509\",verdict=\"trap\"} 1",
             "quagmire_user_agent_verdicts_total{family=\"bot\",verdict=\"trap\"} 1",
+            "quagmire_ai_crawler_verdicts_total{kind=\"training\",verdict=\"trap\"} 1",
             "quagmire_trap_pages_total 1",
             "quagmire_trap_bytes_total 8000",
             "quagmire_trap_dripped_pages_total 1",

@@ -309,6 +309,7 @@ fn record(
         path: outcome.uri.split_once('?').map_or(&outcome.uri, |(path, _)| path),
         network: &network,
         request_rate: outcome.request_rate,
+        ai_kind: outcome.ai_kind,
     });
     Ok(())
 }
@@ -344,6 +345,8 @@ struct Judged {
     request_rate: f64,
     /// A crawler's request under a robots.txt: which crawler, and whether it ignored the file.
     robots: Option<(String, bool)>,
+    /// The kind of AI crawler its User-Agent names.
+    ai_kind: Option<crate::vocabulary::AiKind>,
 }
 
 fn judge(
@@ -361,6 +364,7 @@ fn judge(
         let key = app.identity.key(client);
         let history = app.clients.record_trap_hit_at(key, at);
         let rule: Arc<str> = Arc::from(SERVED_BY_TRAP);
+        let ai_kind = app.rules.current().ai_kind(headers.get("user-agent").unwrap_or(""));
         return Judged {
             client: key,
             client_address: client,
@@ -376,6 +380,7 @@ fn judge(
             asn_org: None,
             request_rate: history.request_rate,
             robots: None,
+            ai_kind,
         };
     }
     let forwarded = ForwardedRequest {
@@ -421,6 +426,7 @@ fn judge(
         asn_org: facts.geo.asn_org,
         request_rate: facts.history.request_rate,
         robots,
+        ai_kind: facts.ai_kind,
     }
 }
 

@@ -50,6 +50,9 @@ pub(crate) async fn verdict(
     let facts = &judgement.facts;
     let shadow = app.config.verdict.mode == Mode::Shadow;
     app.metrics.verdict(decision.verdict, &decision.rule, shadow, elapsed, facts.geo.asn, facts.user_agent());
+    if let Some(kind) = facts.ai_kind {
+        app.metrics.ai_verdict(kind, decision.verdict);
+    }
     for failure in &decision.failures {
         app.metrics.rule_error(&failure.rule, failure.kind);
     }

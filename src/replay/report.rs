@@ -11,6 +11,7 @@ use serde_json::{Value, json};
 use crate::client::ClientKey;
 use crate::log_field::head;
 use crate::rules::{RuleFailure, Verdict};
+use crate::vocabulary::AiKind;
 
 /// The rule name of requests the trap served without a verdict (in the log under the trap's
 /// prefix, where the proxy sends them straight to the trap listener).
@@ -132,6 +133,8 @@ pub struct Outcome<'a> {
     pub network: &'a dyn Fn() -> String,
     /// The client's request rate with this request.
     pub request_rate: f64,
+    /// The kind of AI crawler its User-Agent names.
+    pub ai_kind: Option<AiKind>,
 }
 
 /// Crawlers named in the robots.txt tally, at most.
@@ -174,6 +177,8 @@ pub struct Report {
     pub elapsed: Duration,
     /// Crawlers' requests under the site's robots.txt: per crawler, (obeyed, ignored).
     pub robots: HashMap<String, (u64, u64)>,
+    /// AI crawlers' requests by kind, by verdict.
+    pub by_ai_kind: HashMap<AiKind, Counts>,
     /// What was asked of DNS; `None` with `--no-dns`.
     pub dns: Option<super::dns::DnsCounts>,
 }
@@ -228,6 +233,7 @@ impl Report {
             elapsed: Duration::ZERO,
             dns: None,
             robots: HashMap::default(),
+            by_ai_kind: HashMap::default(),
         }
     }
 
@@ -270,7 +276,11 @@ impl Report {
             path,
             network,
             request_rate,
+            ai_kind,
         } = outcome;
+        if let Some(kind) = ai_kind {
+            self.by_ai_kind.entry(kind).or_default().add(verdict);
+        }
         for RuleFailure { rule: failed, message, .. } in failures {
             self.errors.entry(failed.clone()).or_insert_with(|| (0, message.clone())).0 += 1;
         }

@@ -5,7 +5,9 @@ use std::io::Write as _;
 
 use super::*;
 use crate::config::Config;
+use crate::replay::report::Counts;
 use crate::secret::Secret;
+use crate::vocabulary::AiKind;
 
 const CHROME: &str = "Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/130.0.0.0 Safari/537.36";
 
@@ -237,4 +239,37 @@ fn compare_shows_which_lines_and_clients_another_ruleset_changes() {
     assert!(text.contains("2 lines and 1 clients change verdict"), "{text}");
     assert!(text.contains("client 203.0.113.1: trapped → allowed (2 requests)"), "{text}");
     assert_eq!(report.json()["compare"]["changed_clients"], 1);
+}
+
+#[test]
+fn the_report_breaks_ai_crawlers_down_by_kind() {
+    // A site that says yes to AI answers and no to training.
+    let mut config = crate::config::Config::embedded();
+    config.preferences.ai_input = Some(true);
+    config.preferences.ai_train = Some(false);
+    config.rules.preferences = config.preferences;
+    let (secret, _) = Secret::resolve(Some("replay-test-secret-0123456789".into()), None);
+    let app = App::build(config, &secret).unwrap();
+    let line = |client: &str, agent: &str| {
+        format!(r#"{client} - - [05/Dec/2026:10:00:00 +0000] "GET /post HTTP/1.1" 200 1 "-" "{agent}""#)
+    };
+    let lines = [
+        line("132.196.86.10", "Mozilla/5.0 (compatible; GPTBot/1.2; +https://openai.com/gptbot)"),
+        line("104.208.184.200", "Mozilla/5.0 (compatible; ChatGPT-User/1.0; +https://openai.com/bot)"),
+        line("203.0.113.7", "Mozilla/5.0 (compatible; ChatGPT-User/1.0; +https://openai.com/bot)"),
+        line("203.0.113.8", "Mozilla/5.0 (compatible; Diffbot/0.1; +http://www.diffbot.com)"),
+        line("203.0.113.9", CHROME),
+    ];
+    let (report, _) = run(&app, &lines, None);
+    let counts = |kind| report.by_ai_kind.get(&kind).copied().unwrap_or_default();
+    assert_eq!(counts(AiKind::Training), Counts { allow: 0, trap: 1, challenge: 0 });
+    // The one from ChatGPT-User's ranges is allowed; the impostor is not.
+    assert_eq!(counts(AiKind::Assistant), Counts { allow: 1, trap: 1, challenge: 0 });
+    assert_eq!(counts(AiKind::Scraper), Counts { allow: 0, trap: 1, challenge: 0 });
+    assert_eq!(report.by_ai_kind.len(), 3, "a browser is no AI crawler");
+    let text = report.text();
+    assert!(text.contains("AI crawlers by kind (requests):"), "{text}");
+    assert!(text.contains("  assistant           1           1           0"), "{text}");
+    let json = report.json();
+    assert_eq!(json["by_ai_kind"]["training"], serde_json::json!({ "allow": 0, "trap": 1, "challenge": 0 }));
 }

@@ -276,6 +276,7 @@ fn dashboard_and_alerts_use_only_metrics_quagmire_exports() {
         Some(1),
         "curl/8",
     );
+    metrics.ai_verdict(quagmire::AiKind::Assistant, Verdict::Allow);
     metrics.trap_page(1);
     metrics.dripped(Duration::from_millis(1));
     metrics.trap_hit(HitSource::TrapUrl);

@@ -55,6 +55,9 @@ impl Report {
             "blank_lines": self.blank_lines,
             "bad_lines": self.bad_lines,
             "out_of_order_lines": self.out_of_order,
+            "by_ai_kind": AiKind::ALL.iter().filter_map(|kind| {
+                self.by_ai_kind.get(kind).map(|counts| (kind.as_str().to_string(), counts.json()))
+            }).collect::<serde_json::Map<_, _>>(),
             "robots_txt": self.robots_rows().into_iter().map(|(crawler, (obeyed, ignored))| {
                 (crawler.to_string(), json!({ "obeyed": obeyed, "ignored": ignored }))
             }).collect::<serde_json::Map<_, _>>(),
@@ -135,6 +138,23 @@ impl Report {
                  (access.log.2 access.log.1 access.log), or their verdicts are not the ones they had.",
                 thousands(self.out_of_order)
             );
+        }
+        if !self.by_ai_kind.is_empty() {
+            let _ = writeln!(out, "\nAI crawlers by kind (requests):");
+            let _ =
+                writeln!(out, "  {:9}  {:>10}  {:>10}  {:>10}", "kind", "allowed", "trapped", "challenged");
+            for kind in AiKind::ALL {
+                if let Some(counts) = self.by_ai_kind.get(&kind) {
+                    let _ = writeln!(
+                        out,
+                        "  {:9}  {:>10}  {:>10}  {:>10}",
+                        kind.as_str(),
+                        thousands(counts.allow),
+                        thousands(counts.trap),
+                        thousands(counts.challenge)
+                    );
+                }
+            }
         }
         let robots = self.robots_rows();
         if !robots.is_empty() {
