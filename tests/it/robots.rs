@@ -198,3 +198,72 @@ fn check_says_what_it_read_and_explain_shows_the_match() {
     let said = String::from_utf8_lossy(&check.stderr);
     assert!(!check.status.success() && said.contains("robots.txt") && said.contains(&robots), "{said}");
 }
+
+/// Whether `user_agent` asking for `path` from local address `from` reached the origin.
+async fn reaches_origin_from(base: &str, from: &str, user_agent: &str, path: &str) -> bool {
+    let client = reqwest::Client::builder().local_address(from.parse().ok()).build().unwrap();
+    let response = client.get(format!("{base}{path}")).header("user-agent", user_agent).send().await.unwrap();
+    let body = response.text().await.unwrap();
+    if is_trap_page(&body) {
+        return false;
+    }
+    assert_eq!(body, format!("origin GET {path}"));
+    true
+}
+
+#[tokio::test]
+async fn through_caddy_each_kind_of_ai_crawler_gets_what_the_sites_preferences_say_and_robots_txt_still_wins()
+{
+    let Some(binary) = require_program("caddy") else { return };
+    const CLAUDE_USER: &str = "Mozilla/5.0 AppleWebKit/537.36 (KHTML, like Gecko; compatible; Claude-User/1.0; +Claude-User@anthropic.com)";
+    const GPTBOT: &str = "Mozilla/5.0 AppleWebKit/537.36 (KHTML, like Gecko; compatible; GPTBot/1.2; +https://openai.com/gptbot)";
+    const DIFFBOT: &str = "Mozilla/5.0 (compatible; Diffbot/0.1; +http://www.diffbot.com)";
+    // The site keeps one assistant out of /private/ and lets one training crawler in.
+    let text = "User-agent: Claude-User\nDisallow: /private/\n\nUser-agent: ClaudeBot\nAllow: /\n";
+    let (origin, _origin_task) = start_origin(Arc::new(Mutex::new(Some(text.to_string())))).await;
+    let dir = tempfile::tempdir().unwrap();
+    let settings = format!(
+        "robots {{\n    origin \"http://{origin}\"\n}}\n\
+         preferences {{\n    search #true\n    ai-input #true\n    ai-train #false\n}}\n"
+    );
+    let server = Server::start(&["--config", &write_file(dir.path(), "quagmire.kdl", &settings)]);
+    let address = free_address();
+    let proxy = start_caddy(
+        &binary,
+        &config("caddy/transparent.Caddyfile", address, server.verdict, server.trap, origin),
+        address,
+    )
+    .await;
+    let base = format!("http://{}", proxy.address);
+
+    let metrics = || async {
+        let response = client().get(format!("http://{}/metrics", server.verdict)).send().await.unwrap();
+        response.text().await.unwrap()
+    };
+    // ai-input=yes: an assistant reads the page one person asked about, before the robots.txt is
+    // fetched and after (its group obeyed on the metrics).
+    eventually("the robots.txt fetched, and an assistant let through under it", || async {
+        assert!(reaches_origin_from(&base, "127.0.0.11", CLAUDE_USER, "/blog/post").await);
+        metrics().await.contains("quagmire_robots_obeyed_total{crawler=\"Claude-User\"}")
+    })
+    .await;
+    // The site's robots.txt group for it still wins over its kind.
+    assert!(!reaches_origin_from(&base, "127.0.0.11", CLAUDE_USER, "/private/notes").await);
+    // ai-train=no: a training crawler is trapped, unless the robots.txt names it and lets it in.
+    assert!(!reaches_origin_from(&base, "127.0.0.12", GPTBOT, "/blog/post").await);
+    assert!(reaches_origin_from(&base, "127.0.0.13", CLAUDEBOT, "/blog/post").await);
+    // A scraper is trapped whatever the site says.
+    assert!(!reaches_origin_from(&base, "127.0.0.14", DIFFBOT, "/blog/post").await);
+
+    // The verdicts, by kind, on the metrics.
+    let text = metrics().await;
+    for sample in [
+        "quagmire_ai_crawler_verdicts_total{kind=\"assistant\",verdict=\"allow\"}",
+        "quagmire_ai_crawler_verdicts_total{kind=\"assistant\",verdict=\"trap\"} 1",
+        "quagmire_ai_crawler_verdicts_total{kind=\"training\",verdict=\"trap\"} 1",
+        "quagmire_ai_crawler_verdicts_total{kind=\"training\",verdict=\"allow\"} 1",
+        "quagmire_ai_crawler_verdicts_total{kind=\"scraper\",verdict=\"trap\"} 1",
+    ] {
+        assert!(text.contains(sample), "{sample} in\n{text}");
+    }
+}
