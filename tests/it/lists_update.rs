@@ -180,10 +180,15 @@ fn lists_update_writes_each_list_with_a_header_and_keeps_the_hand_sections() {
         "ai-crawler-ranges.txt: written, 565 entries (GPTBot 21, GoogleOther 272, Google-CloudVertexBot 272)"
     ));
     // Three robots.json keys differ from others only by case, and tokens match in any case.
+    // Each in the section of its kind, and every function mapped by the reviewed table.
     assert!(
-        stdout.contains("ai-crawlers.txt: written, 163 entries, 15 kept by hand (15 in no source)\n"),
+        stdout.contains(
+            "ai-crawlers.txt: written, 163 entries, 15 kept by hand (15 in no source)\n  \
+             by kind: training 47, ai-search 18, assistant 32, agent 15, scraper 51\n"
+        ),
         "{stdout}"
     );
+    assert!(!stdout.contains("without a kind"), "{stdout}");
     // Five of the first source's six ASNs are in the hand-compiled section already, which wins;
     // the second source adds one of its three (one is kept by hand, one in the first source).
     // What each source contributed, and what the hand-kept section alone has, are reported.
@@ -210,6 +215,12 @@ fn lists_update_writes_each_list_with_a_header_and_keeps_the_hand_sections() {
     let List::Tokens(tokens) = parse(folder, "ai-crawlers.txt") else { panic!("not tokens") };
     assert_eq!(tokens.find("Mozilla/5.0 (compatible; GPTBot/1.2)"), Some("GPTBot"));
     assert_eq!(tokens.find("Mozilla/5.0 HeadlessChrome/120.0"), Some("HeadlessChrome"));
+    assert_eq!(
+        tokens.ai_kind("Mozilla/5.0 (compatible; ChatGPT-User/1.0)"),
+        Some(quagmire::AiKind::Assistant)
+    );
+    assert_eq!(tokens.ai_kind("Mozilla/5.0 (compatible; GPTBot/1.2)"), Some(quagmire::AiKind::Training));
+    assert_eq!(tokens.ai_kind("Mozilla/5.0 HeadlessChrome/120.0"), Some(quagmire::AiKind::Scraper));
     assert!(
         read(folder, "ai-crawlers.txt")
             .contains("# Section 2 (scrapers and headless browsers, quagmire additions)")
@@ -266,7 +277,7 @@ fn a_broken_source_keeps_the_old_list_byte_for_byte_and_fails_the_command() {
         format!("; {}: HTTP 500 Internal Server Error\n", fixtures.url("/status/500")),
         format!("ai-crawler-ranges.txt: kept the current file: {}: no entries; ", fixtures.url("/empty-prefixes.json")),
         format!("{}: no complete answer within 1 s\n", fixtures.url("/hang")),
-        "ai-crawlers.txt: kept the current file: entries: 3 entries, fewer than half of the 166 in the current list\n"
+        "ai-crawlers.txt: kept the current file: entries: 3 entries, fewer than half of the 163 in the current list\n"
             .to_string(),
         "datacenter-asns.txt: written, 1 entries, 144 kept by hand (139 in no source)\n".to_string(),
     ] {
@@ -371,7 +382,7 @@ async fn an_empty_folder_with_failing_sources_serves_with_every_list_and_says_wh
     }
     assert!(
         said.contains(&format!(
-            "  ai-crawlers.txt: 181 entries from the embedded copy ({} is missing)",
+            "  ai-crawlers.txt: 178 entries from the embedded copy ({} is missing)",
             folder.join("ai-crawlers.txt").display()
         )),
         "{said}"
@@ -421,6 +432,40 @@ fn robots_with(extra: &[&str]) -> Vec<u8> {
         published[*token] = serde_json::json!({ "operator": "fixture" });
     }
     serde_json::to_vec(&published).unwrap()
+}
+
+#[test]
+fn a_crawler_whose_function_the_kind_table_does_not_know_is_written_without_a_kind_and_named() {
+    let fixtures = Fixtures::start();
+    let mut published: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(fixtures_dir().join("robots.json")).unwrap()).unwrap();
+    published["BrandNewBot"] =
+        serde_json::json!({ "function": "Reads pages for a purpose nobody has reviewed." });
+    fixtures.set("/robots-new.json", Answer::Body(serde_json::to_vec(&published).unwrap()));
+    let dir = tempfile::tempdir().unwrap();
+    let lists = lists_folder();
+    let folder = lists.path();
+    let config = config(
+        dir.path(),
+        folder,
+        "timeout-seconds 10",
+        &fixtures,
+        &[("ai-crawlers", "", "robots-json", "/robots-new.json")],
+    );
+    let output = quagmire().args(["lists", "update", "--config", &config]).output().unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(output.status.success(), "{stdout}");
+    assert!(
+        stdout.contains(
+            "1 without a kind (add their function to rules/ai-kinds.txt; until then they are trapped whatever the preferences say): BrandNewBot (\"Reads pages for a purpose nobody has reviewed.\")"
+        ),
+        "{stdout}"
+    );
+    // Listed, so still trapped as an AI crawler, but of no kind: no preference lets it through.
+    let List::Tokens(tokens) = parse(folder, "ai-crawlers.txt") else { panic!("not tokens") };
+    assert_eq!(tokens.find("BrandNewBot/1.0"), Some("BrandNewBot"));
+    assert_eq!(tokens.ai_kind("BrandNewBot/1.0"), None);
+    assert_eq!(tokens.ai_kind("GPTBot/1.2"), Some(quagmire::AiKind::Training));
 }
 
 #[test]
