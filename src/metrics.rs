@@ -1068,6 +1068,6 @@ mod tests {
                 "no sample of {family} is checked"
             );
         }
-        assert_eq!(families.len(), 44, "{families:?}");
+        assert_eq!(families.len(), 45, "{families:?}");
     }
 }

@@ -169,7 +169,14 @@ fn explain_prints_every_rule_and_the_verdict() {
     let stdout = String::from_utf8(output.stdout).unwrap();
     assert!(stdout.contains("client      198.51.100.7 (key 198.51.100.7)"), "{stdout}");
     assert!(stdout.contains("  trap-url"), "{stdout}");
-    assert!(stdout.contains("verdict     trap by ai-crawlers: user agent CCBot"), "{stdout}");
+    assert!(
+        stdout.contains("verdict     trap by ai-crawlers: user agent CCBot (training; ai-train not stated)"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("ai kind     training (CCBot): ai-train not stated: trapped as before kinds"),
+        "{stdout}"
+    );
 
     let dir = tempfile::tempdir().unwrap();
     let raw = write_file(
