@@ -10,6 +10,7 @@
 
 pub(crate) mod admin;
 mod challenge;
+pub(crate) mod forwarded;
 mod listener;
 pub(crate) mod trap;
 pub(crate) mod verdict;

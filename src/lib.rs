@@ -94,8 +94,8 @@ pub use trap_url::TrapUrls;
 // Parsers of hostile input, for the fuzz targets.
 pub use claims::RobotsCheck;
 pub use client::{ClientIdentity, HeaderLines};
+pub use http::forwarded::forwarded_request;
 pub use http::trap::page_address;
-pub use http::verdict::forwarded_request;
 pub use lists::{DEFAULT_LISTS, List};
 pub use lists_update::formats::{Format as ListSourceFormat, Kind as ListKind};
 pub use lists_update::sanity as list_sanity;

@@ -81,12 +81,12 @@ pub(crate) async fn page_for_proxy(
     ConnectInfo(peer): ConnectInfo<SocketAddr>,
     request: Request,
 ) -> Response {
-    let forwarded = super::verdict::forwarded_request(peer.ip(), request.method(), request.headers());
+    let forwarded = super::forwarded::forwarded_request(peer.ip(), request.method(), request.headers());
     let address = app.identity.client_address(peer.ip(), &forwarded.headers);
     let user_agent = forwarded.header("user-agent").unwrap_or("");
     let early = early_pass(&app, forwarded.headers.lines("cookie"));
     let mut response = page(&app, address, user_agent, &forwarded.uri, None, early);
-    response.headers_mut().insert("x-quagmire-verdict", HeaderValue::from_static("challenge"));
+    response.headers_mut().insert(super::forwarded::VERDICT, HeaderValue::from_static("challenge"));
     response
 }
 

@@ -18,6 +18,8 @@ use futures_util::stream;
 
 use crate::app::App;
 use crate::challenge::PassCheck;
+
+use super::forwarded::first_header;
 use crate::client::ClientKey;
 use crate::metrics::HitSource;
 
@@ -62,8 +64,8 @@ pub(crate) async fn page(
 /// The (host, path-and-query) to generate for: the Traefik `url=` form, or the request itself.
 /// Public for the fuzz targets (`fuzz/`).
 pub fn page_address(uri: &Uri, headers: &HeaderMap) -> (String, String) {
-    let request_host = header_value(headers, "x-forwarded-host")
-        .or_else(|| header_value(headers, "host"))
+    let request_host = first_header(headers, "x-forwarded-host")
+        .or_else(|| first_header(headers, "host"))
         .or_else(|| uri.host())
         .unwrap_or("localhost");
     if let Some(query) = uri.query()
@@ -86,13 +88,6 @@ fn split_url(url: &str) -> Option<(Option<&str>, &str)> {
     let (authority, target) = rest.split_at(authority_end);
     let host = authority.rsplit('@').next().filter(|host| !host.is_empty());
     Some((host, if target.is_empty() { "/" } else { target }))
-}
-
-/// The first value of a header, trimmed, if it is visible ASCII.
-fn header_value<'h>(headers: &'h HeaderMap, name: &str) -> Option<&'h str> {
-    let value = headers.get(name)?.to_str().ok()?;
-    let first = value.split(',').next()?.trim();
-    (!first.is_empty()).then_some(first)
 }
 
 /// The page as a body that sends `chunk` bytes, waits `pause`, and so on; the drip slot is held

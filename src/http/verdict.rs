@@ -5,31 +5,26 @@
 //! `X-Quagmire-Rule`, `X-Quagmire-Location`), empty when there is nothing to say, because Caddy
 //! 2.6 writes a literal placeholder for a header that is missing.
 
-use std::net::{IpAddr, SocketAddr};
+use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Instant;
 
 use axum::body::Body;
 use axum::extract::{ConnectInfo, Request, State};
-use axum::http::{HeaderMap, HeaderName, HeaderValue, Method, StatusCode, header};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::Response;
 
 use crate::app::App;
 use crate::client::HeaderLines;
 use crate::config::{Answer, Mode};
-use crate::facts::{Coverage, Headers};
 use crate::log_field::clipped;
 use crate::rules::Verdict;
 use crate::verdict::{ForwardedRequest, How, Judgement, decide};
 
+use super::forwarded::{LOCATION, MODE, RULE, VERDICT, forwarded_request};
+
 /// The body of a trap answer in status mode: bland, since stock proxies may show it.
 const TRAP_BODY: &str = "Forbidden\n";
-
-// Built once: inserting by `&str` would parse and validate each name on every answer.
-const VERDICT: HeaderName = HeaderName::from_static("x-quagmire-verdict");
-const RULE: HeaderName = HeaderName::from_static("x-quagmire-rule");
-const LOCATION: HeaderName = HeaderName::from_static("x-quagmire-location");
-const MODE: HeaderName = HeaderName::from_static("x-quagmire-mode");
 
 /// Judges the request the proxy forwarded.
 pub(crate) async fn verdict(
@@ -57,43 +52,6 @@ pub(crate) async fn verdict(
         app.metrics.rule_error(&failure.rule, failure.kind);
     }
     respond(&app, &judgement)
-}
-
-/// Rebuilds the judged request from the forward-auth headers.
-pub fn forwarded_request(peer: IpAddr, method: &Method, headers: &HeaderMap) -> ForwardedRequest {
-    // Copy the headers once, then read the forwarding ones from the copy: a `HeaderMap::get` by
-    // name would parse and hash each name again.
-    let copied = copy_headers(headers);
-    let text = |name: &str| copied.get(name).map(str::trim);
-    let first = |name: &str| text(name).map(|value| value.split(',').next().unwrap_or("").trim());
-    ForwardedRequest {
-        peer,
-        method: first("x-forwarded-method").unwrap_or(method.as_str()).to_string(),
-        proto: first("x-forwarded-proto").map_or_else(|| "http".into(), |proto| proto.to_ascii_lowercase()),
-        host: first("x-forwarded-host").or_else(|| text("host")).unwrap_or_default().to_string(),
-        uri: text("x-forwarded-uri")
-            .or_else(|| text("x-original-uri"))
-            .filter(|uri| !uri.is_empty())
-            .unwrap_or("/")
-            .to_string(),
-        headers: copied,
-        at: None,
-        coverage: Coverage::All,
-    }
-}
-
-/// The headers of an HTTP request as parsed, in order, as the rules see them. A value that is
-/// not UTF-8 is decoded lossily.
-fn copy_headers(map: &HeaderMap) -> Headers {
-    let bytes = map.iter().map(|(name, value)| name.as_str().len() + value.len()).sum();
-    let mut headers = Headers::with_capacity(map.len(), bytes);
-    for (name, value) in map {
-        match std::str::from_utf8(value.as_bytes()) {
-            Ok(text) => headers.push_parsed(name.as_str(), text),
-            Err(_) => headers.push_parsed(name.as_str(), &String::from_utf8_lossy(value.as_bytes())),
-        }
-    }
-    headers
 }
 
 fn respond(app: &App, judgement: &Judgement) -> Response {

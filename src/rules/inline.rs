@@ -4,7 +4,7 @@
 //! The hand-over (a queued job, a worker woken, a task woken on the way back, a timer) cost
 //! about as much CPU as everything else a verdict does together (bench/README.md, issue 28), and
 //! a ruleset that behaves needs a few microseconds. So the service first runs the rules here,
-//! under [`TIME`] of CPU time and [`HEADROOM`] bytes of memory above twice what the loaded
+//! under [`Lane::TIME`] of CPU time and [`Lane::HEADROOM`] bytes of memory above twice what the loaded
 //! script holds (the collector lets a heap reach twice its live size). An evaluation that runs
 //! over either, or panics, is *escalated*: its answer is discarded and the same facts go to a
 //! rule worker under the ruleset's own limits, which is where every rule ran before. Rules cannot tell the difference: each evaluation starts from
@@ -12,11 +12,11 @@
 //!
 //! What a misbehaving rule can cost a thread that serves HTTP, and why it stays below the time
 //! limit:
-//! - Lua code: [`TIME`], stopped by the watchdog (which may grant two looks' intervals more);
+//! - Lua code: [`Lane::TIME`], stopped by the watchdog (which may grant two looks' intervals more);
 //! - one call into C, which no time limit interrupts: bounded by what it is given, and a rule
-//!   can give it at most twice what the script held at load plus [`HEADROOM`] (Lua patterns that
+//!   can give it at most twice what the script held at load plus [`Lane::HEADROOM`] (Lua patterns that
 //!   backtrack are refused, so C work is linear in its input, or n log n for `table.sort`);
-//! - loading the script into this thread's state: at most [`SETUP`]; a script that takes
+//! - loading the script into this thread's state: at most [`Lane::SETUP`]; a script that takes
 //!   longer is never built here, and its verdicts go to the workers.
 //!
 //! After an escalation the lane stays shut for [`PAUSE`] from when the worker has answered the
@@ -34,15 +34,6 @@ use super::{Compiled, Decision};
 use crate::facts::Facts;
 use crate::vocabulary::FailureKind;
 
-/// CPU time an evaluation may use on a thread that serves HTTP: a tenth of the default time
-/// limit, and hundreds of times what the default rules take.
-pub(super) const TIME: Duration = Duration::from_millis(2);
-/// Bytes an evaluation may allocate on a thread that serves HTTP, above twice the loaded
-/// script's.
-pub(super) const HEADROOM: usize = 1 << 20;
-/// CPU time loading the script may take on a thread that serves HTTP (the default rules take
-/// about 0.5 ms on the benchmark machine).
-pub(super) const SETUP: Duration = Duration::from_millis(10);
 /// How long the lane stays shut after an escalation.
 pub(super) const PAUSE: Duration = Duration::from_secs(1);
 

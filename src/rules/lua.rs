@@ -13,6 +13,7 @@ use std::borrow::Cow;
 use std::fmt::Write as _;
 use std::net::IpAddr;
 use std::sync::Arc;
+use std::time::Duration;
 
 use mlua::{Function, Lua, LuaOptions, StdLib, Table, Value};
 
@@ -21,7 +22,7 @@ use super::lists::List;
 use super::report::ErrorLog;
 use super::watchdog::Registration;
 use super::{Compiled, Decision, FailMode, Limits, RuleFailure, RuleOutcome, RulesError, Verdict};
-use super::{helpers, inline, patterns, seal};
+use super::{helpers, patterns, seal};
 use crate::claims::{RobotsCheck, SignatureCheck};
 use crate::facts::{Coverage, Facts};
 use crate::numbers::Decimal;
@@ -124,11 +125,24 @@ pub(super) fn on_this_thread<R>(owner: usize, lane: Lane, f: impl FnOnce(&mut Ke
 pub(super) enum Lane {
     /// The ruleset's own (a rule worker, or a tool's thread).
     Full,
-    /// A thread that serves HTTP (see `inline.rs`): CPU time at most [`inline::TIME`], memory
-    /// at most [`inline::HEADROOM`] above twice what the loaded script holds (room for the
+    /// A thread that serves HTTP (see `inline.rs`): CPU time at most [`Lane::TIME`], memory
+    /// at most [`Lane::HEADROOM`] above twice what the loaded script holds (room for the
     /// collector's pause, which lets the heap reach twice its live size), and a script that takes
-    /// more than [`inline::SETUP`] to load is not built at all.
+    /// more than [`Lane::SETUP`] to load is not built at all.
     Inline,
+}
+
+/// The inline lane's own limits, kept with the lane they bound.
+impl Lane {
+    /// CPU time an evaluation may use on a thread that serves HTTP: a tenth of the default time
+    /// limit, and hundreds of times what the default rules take.
+    pub(super) const TIME: Duration = Duration::from_millis(2);
+    /// Bytes an evaluation may allocate on a thread that serves HTTP, above twice the loaded
+    /// script's.
+    pub(super) const HEADROOM: usize = 1 << 20;
+    /// CPU time loading the script may take on a thread that serves HTTP (the default rules take
+    /// about 0.5 ms on the benchmark machine).
+    pub(super) const SETUP: Duration = Duration::from_millis(10);
 }
 
 impl Evaluator {
@@ -522,7 +536,7 @@ fn build(compiled: &Compiled, lane: Lane) -> Result<ThreadRules, RulesError> {
     let watch = Registration::new(&lua).map_err(RulesError::Script)?;
     let setup = match lane {
         Lane::Full => compiled.limits.time * SETUP_LIMIT_FACTOR,
-        Lane::Inline => inline::SETUP.min(compiled.limits.time * SETUP_LIMIT_FACTOR),
+        Lane::Inline => Lane::SETUP.min(compiled.limits.time * SETUP_LIMIT_FACTOR),
     };
     let running = watch.start(setup);
     let Prepared { names, driver, failed, last_trace, lists } = prepare(&lua, compiled)?;
@@ -536,10 +550,10 @@ fn build(compiled: &Compiled, lane: Lane) -> Result<ThreadRules, RulesError> {
             // leaves that room; a full collection is forced only past half the headroom beyond it,
             // as it takes a millisecond here, on a thread that serves HTTP.
             let live = lua.used_memory();
-            let memory = compiled.limits.memory.min(2 * live + inline::HEADROOM);
+            let memory = compiled.limits.memory.min(2 * live + Lane::HEADROOM);
             lua.set_memory_limit(memory).map_err(script_error)?;
-            let limits = Limits { time: compiled.limits.time.min(inline::TIME), memory };
-            (limits, memory.min(2 * live + inline::HEADROOM / 2))
+            let limits = Limits { time: compiled.limits.time.min(Lane::TIME), memory };
+            (limits, memory.min(2 * live + Lane::HEADROOM / 2))
         }
     };
     Ok(ThreadRules {
