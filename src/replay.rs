@@ -395,7 +395,7 @@ fn judge(
     };
     let judgement = decide_blocking(app, forwarded, How::HERE);
     let other = compare.map(|rules| {
-        let decision = rules.evaluate_here(&judgement.facts);
+        let (decision, _) = rules.run_blocking(judgement.facts.clone(), crate::rules::RunRules::Here, false);
         (decision.verdict, decision.rule)
     });
     if judgement.decision.verdict == Verdict::Trap && trap.served_in_place {

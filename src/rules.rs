@@ -60,6 +60,27 @@ pub struct Decision {
     pub unjudged: Vec<Arc<str>>,
 }
 
+/// The rule a failure is charged to when no one rule failed (no worker answered, the rules
+/// panicked, the state could not be built): the ruleset as a whole.
+pub(crate) const WHOLE_RULESET: &str = "rules";
+
+impl Decision {
+    /// What the fail mode decides when `rule` failed as `kind` says, with `message`.
+    pub(crate) fn failed(mode: FailMode, rule: &Arc<str>, kind: FailureKind, message: &str) -> Decision {
+        let verdict = match mode {
+            FailMode::Open => Verdict::Allow,
+            FailMode::Closed => Verdict::Trap,
+        };
+        Decision {
+            verdict,
+            rule: rule.clone(),
+            reason: format!("rule failed: {message}"),
+            failures: vec![RuleFailure { rule: rule.clone(), kind, message: message.to_string() }],
+            unjudged: Vec::new(),
+        }
+    }
+}
+
 /// A rule that failed, how, and its error's text.
 #[derive(Clone, Debug, PartialEq)]
 pub struct RuleFailure {
@@ -167,6 +188,20 @@ impl fmt::Display for ListOrigin {
             }
         }
     }
+}
+
+/// Where the rules run (see [`Rules::run`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RunRules {
+    /// On the calling thread within the inline lane's limits, and on a rule worker under the
+    /// ruleset's when they go over them (the service; see `rules/inline.rs`).
+    Inline,
+    /// On a rule worker, under the pool's deadlines.
+    Worker,
+    /// On the calling thread, in a Lua state kept for it: for a tool that judges many requests
+    /// in a row (`replay`), where a hand-over to a worker and back for each request would cost
+    /// more than the rules.
+    Here,
 }
 
 /// The AI crawlers' list, by the name rules call it (`lists.ai_crawlers`).
@@ -315,38 +350,50 @@ impl Rules {
         files
     }
 
-    /// Runs the rules on `facts`: on the calling thread within the inline lane's limits (see
-    /// [`inline`]), else on a rule worker. Never fails and never waits past the deadlines in
-    /// [`pool`]: a rule that errors, runs over a limit or gets stuck gets the fail mode.
-    pub async fn judge(&self, facts: Arc<Facts>) -> Decision {
-        let inline = self.judge_inline(&facts);
-        if let inline::Inline::Answered(decision) = inline {
-            return decision;
+    /// Runs the rules on `facts` where `at` says, recording what each rule did when `trace` (a
+    /// traced evaluation runs on a rule worker, wherever `at` says). Never fails and never waits
+    /// past the deadlines in [`pool`]: a rule that errors, runs over a limit or gets stuck gets
+    /// the fail mode; the trace is empty unless asked for.
+    pub async fn run(&self, facts: Arc<Facts>, at: RunRules, trace: bool) -> (Decision, Vec<RuleOutcome>) {
+        match (at, trace) {
+            (RunRules::Here, false) => (self.evaluate_here(&facts), Vec::new()),
+            (RunRules::Inline, false) => {
+                let inline = self.judge_inline(&facts);
+                if let inline::Inline::Answered(decision) = inline {
+                    return (decision, Vec::new());
+                }
+                let answer = self.pool.evaluate(facts, false).await;
+                if matches!(inline, inline::Inline::Escalated) {
+                    self.inline.shut();
+                }
+                self.answered(answer)
+            }
+            (_, trace) => {
+                let answer = self.pool.evaluate(facts, trace).await;
+                self.answered(answer)
+            }
         }
-        let answer = self.pool.evaluate(facts, false).await;
-        if matches!(inline, inline::Inline::Escalated) {
-            self.inline.shut();
-        }
-        self.answered(answer).0
     }
 
-    /// Runs the rules on `facts` on a rule worker, whatever the inline lane would do; waits
-    /// asynchronously.
-    pub async fn judge_on_worker(&self, facts: Arc<Facts>) -> Decision {
-        let answer = self.pool.evaluate(facts, false).await;
-        self.answered(answer).0
-    }
-
-    /// [`Rules::judge`] for callers outside the async runtime: blocks the calling thread when
-    /// the rules go to a worker.
-    pub fn judge_blocking(&self, facts: Arc<Facts>) -> Decision {
-        match self.judge_inline(&facts) {
-            inline::Inline::Answered(decision) => decision,
-            inline::Inline::Passed => self.evaluate_shared(facts),
-            inline::Inline::Escalated => {
-                let decision = self.evaluate_shared(facts);
-                self.inline.shut();
-                decision
+    /// [`Rules::run`] for callers outside the async runtime (tools, tests, benchmarks): blocks
+    /// the calling thread while a worker evaluates.
+    pub fn run_blocking(&self, facts: Arc<Facts>, at: RunRules, trace: bool) -> (Decision, Vec<RuleOutcome>) {
+        match (at, trace) {
+            (RunRules::Here, false) => (self.evaluate_here(&facts), Vec::new()),
+            (RunRules::Inline, false) => {
+                let inline = self.judge_inline(&facts);
+                if let inline::Inline::Answered(decision) = inline {
+                    return (decision, Vec::new());
+                }
+                let answer = self.pool.evaluate_blocking(facts, false);
+                if matches!(inline, inline::Inline::Escalated) {
+                    self.inline.shut();
+                }
+                self.answered(answer)
+            }
+            (_, trace) => {
+                let answer = self.pool.evaluate_blocking(facts, trace);
+                self.answered(answer)
             }
         }
     }
@@ -355,24 +402,11 @@ impl Rules {
         self.inline.evaluate(self.owner(), &self.current.load(), facts)
     }
 
-    /// [`Rules::judge`] for callers outside the async runtime (tools, tests, benchmarks):
-    /// blocks the calling thread.
-    pub fn evaluate(&self, facts: &Facts) -> Decision {
-        self.evaluate_shared(Arc::new(facts.clone()))
-    }
-
-    /// [`Rules::evaluate`] on facts already shared.
-    pub fn evaluate_shared(&self, facts: Arc<Facts>) -> Decision {
-        let answer = self.pool.evaluate_blocking(facts, false);
-        self.answered(answer).0
-    }
-
-    /// Runs the rules on `facts` on the calling thread, in a Lua state of its own kept for this
-    /// thread and ruleset: for a tool that judges many requests in a row (`replay`), where a
-    /// hand-over to a worker and back for each request would cost more than the rules. The time
-    /// and memory limits apply as on a worker; the worker pool's backstop for a call into C that
-    /// runs long does not: the caller waits for it, as nobody else is.
-    pub fn evaluate_here(&self, facts: &Facts) -> Decision {
+    /// The rules on `facts` on the calling thread, in a Lua state of its own kept for this
+    /// thread and ruleset ([`RunRules::Here`]). The time and memory limits apply as on a
+    /// worker; the worker pool's backstop for a call into C that runs long does not: the caller
+    /// waits for it, as nobody else is.
+    fn evaluate_here(&self, facts: &Facts) -> Decision {
         let compiled = self.current.load();
         lua::on_this_thread(self.owner(), lua::Lane::Full, |kept| {
             kept.evaluator.evaluate(&compiled, facts, false).0
@@ -384,41 +418,15 @@ impl Rules {
         Arc::as_ptr(&self.current) as usize
     }
 
-    /// Runs the rules on `facts` on a worker and records what each rule did, waiting
-    /// asynchronously (as `judge`).
-    pub async fn evaluate_traced_async(&self, facts: Arc<Facts>) -> (Decision, Vec<RuleOutcome>) {
-        let answer = self.pool.evaluate(facts, true).await;
-        self.answered(answer)
-    }
-
-    /// Runs the rules on `facts` and records what each rule did (blocking, as `evaluate`).
-    pub fn evaluate_traced(&self, facts: &Facts) -> (Decision, Vec<RuleOutcome>) {
-        let answer = self.pool.evaluate_blocking(Arc::new(facts.clone()), true);
-        self.answered(answer)
-    }
-
     fn answered(&self, answer: Result<pool::Evaluated, pool::Unanswered>) -> (Decision, Vec<RuleOutcome>) {
         match answer {
             Ok(pool::Evaluated { decision, trace }) => (decision, trace),
             Err(unanswered) => {
-                let rule: Arc<str> = Arc::from("rules");
+                let rule: Arc<str> = Arc::from(WHOLE_RULESET);
                 let message = unanswered.message();
                 tracing::debug!(error = message, "rules unanswered");
-                let verdict = match self.current.load().fail {
-                    FailMode::Open => Verdict::Allow,
-                    FailMode::Closed => Verdict::Trap,
-                };
-                let decision = Decision {
-                    verdict,
-                    rule: rule.clone(),
-                    reason: format!("rule failed: {message}"),
-                    failures: vec![RuleFailure {
-                        rule: rule.clone(),
-                        kind: FailureKind::Unanswered,
-                        message: message.to_string(),
-                    }],
-                    unjudged: Vec::new(),
-                };
+                let decision =
+                    Decision::failed(self.current.load().fail, &rule, FailureKind::Unanswered, message);
                 let trace = vec![RuleOutcome { rule, result: Cow::Owned(format!("error: {message}")) }];
                 (decision, trace)
             }

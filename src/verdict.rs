@@ -95,18 +95,7 @@ pub struct How {
     pub trace: bool,
 }
 
-/// Where the rules run.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum RunRules {
-    /// On the calling thread within the inline lane's limits, and on a rule worker under the
-    /// ruleset's when they go over them (the service; see `rules/inline.rs`).
-    Inline,
-    /// On a rule worker, under the pool's deadlines.
-    Worker,
-    /// On the calling thread, in a Lua state kept for it ([`crate::rules::Rules::evaluate_here`]):
-    /// for a tool that judges many requests in a row (`replay`).
-    Here,
-}
+pub use crate::rules::RunRules;
 
 /// What a decision waits for before the rules run.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -135,12 +124,7 @@ pub(crate) async fn decide(app: &App, request: ForwardedRequest, how: How) -> Ju
         Verify::AsCached => facts(app, request),
     };
     let facts = Arc::new(facts);
-    let (decision, trace) = match (how.trace, how.rules) {
-        (true, _) => app.rules.evaluate_traced_async(facts.clone()).await,
-        (false, RunRules::Inline) => (app.rules.judge(facts.clone()).await, Vec::new()),
-        (false, RunRules::Worker) => (app.rules.judge_on_worker(facts.clone()).await, Vec::new()),
-        (false, RunRules::Here) => (app.rules.evaluate_here(&facts), Vec::new()),
-    };
+    let (decision, trace) = app.rules.run(facts.clone(), how.rules, how.trace).await;
     Judgement { facts, decision, trace }
 }
 
@@ -149,12 +133,7 @@ pub(crate) async fn decide(app: &App, request: ForwardedRequest, how: How) -> Ju
 /// `how.verify` says: a wait needs the runtime).
 pub fn decide_blocking(app: &App, request: ForwardedRequest, how: How) -> Judgement {
     let facts = Arc::new(facts(app, request));
-    let (decision, trace) = match (how.trace, how.rules) {
-        (true, _) => app.rules.evaluate_traced(&facts),
-        (false, RunRules::Inline) => (app.rules.judge_blocking(facts.clone()), Vec::new()),
-        (false, RunRules::Worker) => (app.rules.evaluate_shared(facts.clone()), Vec::new()),
-        (false, RunRules::Here) => (app.rules.evaluate_here(&facts), Vec::new()),
-    };
+    let (decision, trace) = app.rules.run_blocking(facts.clone(), how.rules, how.trace);
     Judgement { facts, decision, trace }
 }
 

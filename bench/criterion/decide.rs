@@ -134,10 +134,10 @@ fn decisions(c: &mut Criterion) {
     // The rules alone on prepared facts, where the service runs them and on a worker.
     let facts = decide_blocking(&app, human.clone(), SERVICE).facts;
     group.bench_function("rules_only", |b| {
-        b.iter(|| black_box(app.rules().judge_blocking(black_box(facts.clone()))))
+        b.iter(|| black_box(app.rules().run_blocking(black_box(facts.clone()), RunRules::Inline, false)))
     });
     group.bench_function("rules_only_on_a_worker", |b| {
-        b.iter(|| black_box(app.rules().evaluate(black_box(&facts))))
+        b.iter(|| black_box(app.rules().run_blocking(black_box(facts.clone()), RunRules::Worker, false)))
     });
     group.finish();
 }

@@ -231,3 +231,49 @@ unsafe fn string_at(state: *mut ffi::lua_State, index: c_int) -> Option<String> 
         Some(String::from_utf8_lossy(std::slice::from_raw_parts(text.cast::<u8>(), len)).into_owned())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The parameters of driver.lua's `evaluate`, in order.
+    fn lua_parameters() -> Vec<String> {
+        let start = SOURCE.find("local function evaluate(").expect("driver.lua defines evaluate") + 24;
+        let end = start + SOURCE[start..].find(')').unwrap();
+        SOURCE[start..end].split(',').map(|name| name.trim().to_string()).collect()
+    }
+
+    #[test]
+    fn rust_and_the_lua_driver_agree_on_the_arguments_and_the_field_ends() {
+        let parameters = lua_parameters();
+        // What Rust pushes (see `evaluate` above) is what the driver takes, by count and by kind.
+        assert_eq!(parameters.len(), ARGUMENTS as usize, "{parameters:?}");
+        let ends: Vec<&String> = parameters.iter().filter(|name| name.ends_with("_end")).collect();
+        let request = Request {
+            tracing: false,
+            text: "",
+            ends: [0; 16],
+            trap_hits: 0,
+            trap_score: 0.0,
+            request_rate: 0.0,
+            packed: 0,
+            shown: 0,
+        };
+        assert_eq!(ends.len(), request.ends.len(), "{ends:?}");
+        // push_and_call pushes the flag, the text, three fields, the ends and five numbers.
+        assert_eq!(ARGUMENTS as usize, 2 + 3 + request.ends.len() + 5);
+        // The field ends come together, after the five leading arguments, and the driver uses
+        // every one of them.
+        let first = parameters.iter().position(|name| name.ends_with("_end")).unwrap();
+        assert_eq!(first, 5, "{parameters:?}");
+        assert!(parameters[first..first + ends.len()].iter().all(|name| name.ends_with("_end")));
+        for end in ends {
+            assert!(SOURCE.matches(end.as_str()).count() >= 2, "driver.lua takes {end} but never uses it");
+        }
+        assert_eq!(&parameters[..5], ["tracing", "text", "proto", "path", "user_agent"]);
+        assert_eq!(
+            &parameters[first + 16..],
+            ["trap_hits", "trap_score", "request_rate", "packed", "optional"]
+        );
+    }
+}

@@ -21,7 +21,9 @@ use super::driver::{self, CODE_CHALLENGE, CODE_TRAP, Driver, DriverOutcome};
 use super::lists::List;
 use super::report::ErrorLog;
 use super::watchdog::Registration;
-use super::{Compiled, Decision, FailMode, Limits, RuleFailure, RuleOutcome, RulesError, Verdict};
+use super::{
+    Compiled, Decision, FailMode, Limits, RuleFailure, RuleOutcome, RulesError, Verdict, WHOLE_RULESET,
+};
 use super::{helpers, patterns, seal};
 use crate::claims::{RobotsCheck, SignatureCheck};
 use crate::facts::{Coverage, Facts};
@@ -81,7 +83,7 @@ pub(super) struct Evaluator {
 }
 
 /// A Lua state kept on a thread for one ruleset and lane, for callers that evaluate on their own
-/// thread (the inline lane, `Rules::evaluate_here`), with what the inline lane notes beside it.
+/// thread (the inline lane, and `Rules::run` with `RunRules::Here`), with what the inline lane notes beside it.
 pub(super) struct Kept {
     /// The ruleset's owner (the `Rules`' address).
     owner: usize,
@@ -181,13 +183,23 @@ impl Evaluator {
             // The ruleset compiled at load, so this is a resource problem; apply the fail mode.
             tracing::error!(%error, "cannot build a Lua state for the rules");
             return (
-                failed(compiled.fail, &Arc::from("rules"), FailureKind::Error, &error.to_string()),
+                Decision::failed(
+                    compiled.fail,
+                    &Arc::from(WHOLE_RULESET),
+                    FailureKind::Error,
+                    &error.to_string(),
+                ),
                 Vec::new(),
             );
         }
         let Some(state) = self.state.as_ref() else {
             return (
-                failed(compiled.fail, &Arc::from("rules"), FailureKind::Error, "no Lua state"),
+                Decision::failed(
+                    compiled.fail,
+                    &Arc::from(WHOLE_RULESET),
+                    FailureKind::Error,
+                    "no Lua state",
+                ),
                 Vec::new(),
             );
         };
@@ -282,10 +294,10 @@ fn run(
             // rules after it too, so the evaluation ends with the fail mode.
             let spent = kind == FailureKind::TimeLimit;
             let resumable = rule.is_some() && compiled.fail == FailMode::Open && !spent;
-            let rule = rule.unwrap_or_else(|| Arc::from("rules"));
+            let rule = rule.unwrap_or_else(|| Arc::from(WHOLE_RULESET));
             failures.push(RuleFailure { rule: rule.clone(), kind, message: message.clone() });
             if !resumable {
-                break failed(compiled.fail, &rule, kind, &message);
+                break Decision::failed(compiled.fail, &rule, kind, &message);
             }
             result = state.driver.resume(|| stopped.set(running.lift()));
         };
@@ -501,21 +513,6 @@ fn cut(text: &str, max: usize) -> Cow<'_, str> {
         end -= 1;
     }
     Cow::Owned(format!("{}… (+{} bytes)", &text[..end], text.len() - end))
-}
-
-/// The decision for a failure under `mode`.
-pub(super) fn failed(mode: FailMode, rule: &Arc<str>, kind: FailureKind, message: &str) -> Decision {
-    let verdict = match mode {
-        FailMode::Open => Verdict::Allow,
-        FailMode::Closed => Verdict::Trap,
-    };
-    Decision {
-        verdict,
-        rule: rule.clone(),
-        reason: format!("rule failed: {message}"),
-        failures: vec![RuleFailure { rule: rule.clone(), kind, message: message.to_string() }],
-        unjudged: Vec::new(),
-    }
 }
 
 fn error_message(error: &mlua::Error) -> String {

@@ -28,7 +28,7 @@ use tokio::sync::oneshot;
 use super::lua::Evaluator;
 use super::report::ErrorLog;
 use super::watchdog::CpuClock;
-use super::{Compiled, Decision, RuleOutcome};
+use super::{Compiled, Decision, RuleOutcome, WHOLE_RULESET};
 use crate::facts::Facts;
 use crate::vocabulary::FailureKind;
 
@@ -438,7 +438,7 @@ fn work(guard: WorkerGuard) {
                 evaluator = Evaluator::new();
                 let failure = format!("the rules panicked: {message}");
                 (
-                    super::lua::failed(compiled.fail, &Arc::from("rules"), FailureKind::Panic, &failure),
+                    Decision::failed(compiled.fail, &Arc::from(WHOLE_RULESET), FailureKind::Panic, &failure),
                     Vec::new(),
                 )
             }

@@ -18,6 +18,30 @@ const SAFARI_16_3: &str = "Mozilla/5.0 (Macintosh; Intel Mac OS X 10_15_7) Apple
 const SAFARI_17: &str = "Mozilla/5.0 (Macintosh; Intel Mac OS X 10_15_7) AppleWebKit/605.1.15 (KHTML, like Gecko) Version/17.1 Safari/605.1.15";
 const GOOGLEBOT: &str = "Mozilla/5.0 (compatible; Googlebot/2.1; +http://www.google.com/bot.html)";
 
+/// The ways the tests run the rules, each one [`Rules::run_blocking`] (or [`Rules::run`]) with
+/// where and whether traced spelled out: the specifications below read as what is judged, not
+/// how.
+trait RunForTests {
+    /// On a rule worker, blocking.
+    fn evaluate(&self, facts: &Facts) -> Decision;
+    /// On a rule worker, with what each rule returned.
+    fn evaluate_traced(&self, facts: &Facts) -> (Decision, Vec<RuleOutcome>);
+    /// Where the service runs them: inline, else on a worker.
+    fn judge_blocking(&self, facts: Arc<Facts>) -> Decision;
+}
+
+impl RunForTests for Rules {
+    fn evaluate(&self, facts: &Facts) -> Decision {
+        self.run_blocking(Arc::new(facts.clone()), RunRules::Worker, false).0
+    }
+    fn evaluate_traced(&self, facts: &Facts) -> (Decision, Vec<RuleOutcome>) {
+        self.run_blocking(Arc::new(facts.clone()), RunRules::Worker, true)
+    }
+    fn judge_blocking(&self, facts: Arc<Facts>) -> Decision {
+        self.run_blocking(facts, RunRules::Inline, false).0
+    }
+}
+
 fn limits() -> Limits {
     Limits { time: Duration::from_millis(50), memory: 16 << 20 }
 }

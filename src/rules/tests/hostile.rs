@@ -494,7 +494,7 @@ async fn a_verdict_whose_caller_went_away_is_not_evaluated() {
     let slow = Arc::new(Request { uri: "/slow", ..Request::browser(CHROME) }.facts());
     let busy = tokio::spawn({
         let rules = rules.clone();
-        async move { rules.judge(slow).await }
+        async move { rules.run(slow, RunRules::Inline, false).await.0 }
     });
     // The one worker is busy with the slow request once the inline lane has given it up and the
     // queue is empty again; this one waits in the queue and its caller gives up, as a proxy that
@@ -506,12 +506,15 @@ async fn a_verdict_whose_caller_went_away_is_not_evaluated() {
     tokio::time::sleep(Duration::from_millis(20)).await;
     let gave_up = tokio::time::timeout(
         Duration::from_millis(30),
-        rules.judge_on_worker(Arc::new(Request::browser(CHROME).facts())),
+        rules.run(Arc::new(Request::browser(CHROME).facts()), RunRules::Worker, false),
     )
     .await;
     assert!(gave_up.is_err(), "the worker was free: the slow rule is not slow enough here");
     assert_eq!(busy.await.unwrap().reason, "ok");
-    assert_eq!(rules.judge(Arc::new(Request::browser(CHROME).facts())).await.reason, "ok");
+    assert_eq!(
+        rules.run(Arc::new(Request::browser(CHROME).facts()), RunRules::Inline, false).await.0.reason,
+        "ok"
+    );
     assert_eq!(rules.pool_stats().skipped, 1, "the abandoned verdict was evaluated for nobody");
 }
 
