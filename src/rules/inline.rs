@@ -2,13 +2,14 @@
 //! below the ruleset's, so that a verdict costs no hand-over to a rule worker and back.
 //!
 //! The hand-over (a queued job, a worker woken, a task woken on the way back, a timer) cost
-//! about as much CPU as everything else a verdict does together (bench/README.md, issue 28), and
+//! about as much CPU as everything else a verdict does together (bench/README.md, "CPU per verdict"), and
 //! a ruleset that behaves needs a few microseconds. So the service first runs the rules here,
 //! under [`Lane::TIME`] of CPU time and [`Lane::HEADROOM`] bytes of memory above twice what the loaded
 //! script holds (the collector lets a heap reach twice its live size). An evaluation that runs
 //! over either, or panics, is *escalated*: its answer is discarded and the same facts go to a
-//! rule worker under the ruleset's own limits, which is where every rule ran before. Rules cannot tell the difference: each evaluation starts from
-//! the same sealed state and forgets what it wrote.
+//! rule worker under the ruleset's own limits, where a slow rule holds no thread that serves
+//! HTTP. Rules cannot tell the difference: each evaluation starts from the same sealed state and
+//! forgets what it wrote.
 //!
 //! What a misbehaving rule can cost a thread that serves HTTP, and why it stays below the time
 //! limit:
