@@ -192,7 +192,11 @@ async fn decisions_from_a_real_crowdsec_are_trapped_follow_deletions_and_outlive
 
     // The Local API down: the decisions in force keep working, and verdicts keep their speed.
     api.stop();
-    tokio::time::sleep(Duration::from_millis(2500)).await;
+    crate::support::eventually("a pull failed against the stopped Local API", || async {
+        let (_, _, metrics) = get(&format!("http://{}/metrics", server.verdict), "localhost").await;
+        metrics.contains("quagmire_crowdsec_pulls_total{outcome=\"failed\"}")
+    })
+    .await;
     let started = Instant::now();
     assert_eq!(rule_for(&server, "198.51.100.42").await, "crowdsec");
     assert!(started.elapsed() < Duration::from_secs(1), "a verdict waited on the Local API");

@@ -332,10 +332,16 @@ async fn serve_refreshes_on_its_schedule_and_the_verdict_follows_a_new_range() {
 
     // The source breaks: the last good list stays, and each failing round is logged.
     fixtures.set("/googlebot.json", Answer::Status(503));
-    tokio::time::sleep(Duration::from_secs(5)).await;
+    let mut log = String::new();
+    crate::support::eventually("a failing refresh round logged", || {
+        log.push_str(&server.new_log_lines().join("\n"));
+        log.push('\n');
+        let failed = log.contains("a list source failed; the current list stays");
+        async move { failed }
+    })
+    .await;
     let (status, _) = ask().await;
     assert_eq!(status, 200, "the last good list stays in use");
-    let log = server.new_log_lines().join("\n");
     assert!(log.contains("reloaded the rules") && log.contains("lists refreshed"), "{log}");
     assert!(
         log.contains("a list source failed; the current list stays") && log.contains("HTTP 503"),

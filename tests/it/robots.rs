@@ -6,12 +6,11 @@
 
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
 
 use axum::http::{StatusCode, Uri};
 
 use crate::proxies::{browser, client, config, free_address, is_trap_page, start_caddy};
-use crate::support::{Server, quagmire, require_program, write_file};
+use crate::support::{Server, eventually, quagmire, require_program, write_file};
 
 const CLAUDEBOT: &str =
     "Mozilla/5.0 AppleWebKit/537.36 (KHTML, like Gecko; compatible; ClaudeBot/1.0; +claudebot@anthropic.com)";
@@ -52,15 +51,6 @@ async fn reaches_origin(base: &str, user_agent: &str, path: &str) -> bool {
     }
     assert_eq!(body, format!("origin GET {path}"));
     true
-}
-
-/// Polls `condition` until it holds; only a real failure reaches the ceiling.
-async fn eventually<F: std::future::Future<Output = bool>>(what: &str, mut condition: impl FnMut() -> F) {
-    let started = Instant::now();
-    while !condition().await {
-        assert!(started.elapsed() < Duration::from_secs(30), "{what} did not happen within 30 s");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
 }
 
 #[tokio::test]

@@ -8,7 +8,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::support::{Server, attribute, get, header, quagmire, require_program, solve, verdict, write_file};
+use crate::support::{
+    Server, attribute, get, header, holds_within, quagmire, require_program, solve, verdict, write_file,
+};
 
 const CHROME: &str = "Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/130.0.0.0 Safari/537.36";
 
@@ -195,23 +197,6 @@ async fn metrics(server: &Server) -> String {
     get(&format!("http://{}/metrics", server.verdict), "localhost").await.2
 }
 
-/// Polls `check` every 50 ms until it holds or `within` passes; whether it held.
-async fn eventually<F: std::future::Future<Output = bool>>(
-    within: Duration,
-    mut check: impl FnMut() -> F,
-) -> bool {
-    let deadline = Instant::now() + within;
-    loop {
-        if check().await {
-            return true;
-        }
-        if Instant::now() > deadline {
-            return false;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
-
 #[tokio::test]
 async fn a_client_that_walked_the_trap_on_one_replica_is_trapped_by_the_other_and_after_restarts() {
     let Some(redis) = Redis::start() else { return };
@@ -227,7 +212,8 @@ async fn a_client_that_walked_the_trap_on_one_replica_is_trapped_by_the_other_an
     // and says how long it took; only a hang (10 s) fails it, as a busy machine may be slower.
     let walked = Instant::now();
     let seen =
-        eventually(Duration::from_secs(30), || async { page_view(&b, "198.51.100.7").await.0 == 403 }).await;
+        holds_within(Duration::from_secs(30), || async { page_view(&b, "198.51.100.7").await.0 == 403 })
+            .await;
     assert!(seen, "B still allows the client {:?} after A's trap hits", walked.elapsed());
     eprintln!("B saw A's trap hits after {:?}", walked.elapsed());
     assert_eq!(page_view(&b, "198.51.100.7").await, (403, "trap-score".into()), "B traps what A saw");
@@ -248,7 +234,7 @@ async fn a_client_that_walked_the_trap_on_one_replica_is_trapped_by_the_other_an
     // `store-wait-ms`; on a busy machine the answer (a new connection, the script loaded) may
     // land just after, and the next verdicts see it: wait for that, not for a clock.
     for (replica, name) in [(&b, "B"), (&a, "A")] {
-        let remembered = eventually(Duration::from_secs(30), || async {
+        let remembered = holds_within(Duration::from_secs(30), || async {
             page_view(replica, "198.51.100.7").await.0 == 403
         })
         .await;
@@ -269,7 +255,7 @@ async fn the_start_log_says_which_store_and_a_store_down_at_start_does_not_stop_
     let listening = &server.listening;
     assert!(listening.contains(&format!("shared through redis://127.0.0.1:{}/0", redis.port)), "{listening}");
     let mut log = Vec::new();
-    let warned = eventually(Duration::from_secs(30), || {
+    let warned = holds_within(Duration::from_secs(30), || {
         log.extend(server.new_log_lines());
         let warned = log.iter().any(|line| line.contains("not answering"));
         async move { warned }
@@ -310,7 +296,8 @@ async fn with_the_store_stopped_or_hung_verdicts_answer_from_local_state_and_sha
     // Back: A catches up by itself, and B sees what A learned while the store was down.
     redis.restart();
     assert!(
-        eventually(Duration::from_secs(30), || async { page_view(&b, "203.0.113.99").await.0 == 403 }).await,
+        holds_within(Duration::from_secs(30), || async { page_view(&b, "203.0.113.99").await.0 == 403 })
+            .await,
         "B never saw the hits A recorded while the store was down"
     );
     assert!(a.new_log_lines().iter().any(|line| line.contains("answers again")));
@@ -344,7 +331,7 @@ async fn concurrent_trap_hits_on_two_replicas_add_up_exactly() {
     let expected = (2 * 4 * PER_TASK).to_string();
     let hits = || cli(redis.port, &["HGET", "quagmire:{192.0.2.77}", "hits"]);
     assert!(
-        eventually(Duration::from_secs(30), || async { hits() == expected }).await,
+        holds_within(Duration::from_secs(30), || async { hits() == expected }).await,
         "hits in the store: {} of {expected}",
         hits()
     );
@@ -377,7 +364,7 @@ async fn replicas_share_through_a_redis_cluster() {
     assert!(created.status.success(), "{}", String::from_utf8_lossy(&created.stdout));
     let ready = || nodes.iter().all(|node| cli(node.port, &["CLUSTER", "INFO"]).contains("cluster_state:ok"));
     assert!(
-        eventually(Duration::from_secs(60), || async { ready() }).await,
+        holds_within(Duration::from_secs(60), || async { ready() }).await,
         "the cluster never became ready"
     );
 
@@ -388,7 +375,8 @@ async fn replicas_share_through_a_redis_cluster() {
     walk_trap(&a, "198.51.100.70", 20).await;
     // B's first verdict waits for the store at most `store-wait-ms`: wait for the event.
     let shared =
-        eventually(Duration::from_secs(30), || async { page_view(&b, "198.51.100.70").await.0 == 403 }).await;
+        holds_within(Duration::from_secs(30), || async { page_view(&b, "198.51.100.70").await.0 == 403 })
+            .await;
     assert!(shared, "B never saw A's hits through the cluster");
     assert_eq!(page_view(&b, "198.51.100.70").await, (403, "trap-score".into()));
     assert_eq!(page_view(&b, "198.51.100.71").await.0, 200);
@@ -397,7 +385,7 @@ async fn replicas_share_through_a_redis_cluster() {
         walk_trap(&a, &format!("192.0.2.{i}"), 1).await;
     }
     let spread = || nodes.iter().all(|node| cli(node.port, &["DBSIZE"]).parse::<u64>().unwrap_or(0) > 0);
-    assert!(eventually(Duration::from_secs(30), || async { spread() }).await, "records on every node");
+    assert!(holds_within(Duration::from_secs(30), || async { spread() }).await, "records on every node");
     assert!(trapped(&b).await.iter().any(|client| client["client"] == "198.51.100.70"));
 }
 
@@ -416,7 +404,8 @@ async fn the_password_can_come_from_the_environment() {
     let b = Server::start_with_env(&["--config", &path], &env);
     walk_trap(&a, "198.51.100.50", 20).await;
     let shared =
-        eventually(Duration::from_secs(30), || async { page_view(&b, "198.51.100.50").await.0 == 403 }).await;
+        holds_within(Duration::from_secs(30), || async { page_view(&b, "198.51.100.50").await.0 == 403 })
+            .await;
     assert!(shared, "not shared through the password-protected store");
     let text = metrics(&b).await;
     assert!(text.contains("quagmire_store_up 1"), "{text}");
@@ -424,7 +413,7 @@ async fn the_password_can_come_from_the_environment() {
     // Without the password, the store refuses: counted, and the replica answers on its own.
     let c = replica(dir.path(), "c", &[redis.url()], PATIENT);
     assert_eq!(page_view(&c, "198.51.100.50").await.0, 200, "C cannot read the store");
-    let refused = eventually(Duration::from_secs(30), || async {
+    let refused = holds_within(Duration::from_secs(30), || async {
         metrics(&c).await.contains("quagmire_store_errors_total{operation=")
     })
     .await;
@@ -455,7 +444,8 @@ async fn losing_the_stores_data_does_not_release_a_trapped_client() {
     let b = replica(dir.path(), "b", &store, PATIENT);
     walk_trap(&a, "198.51.100.70", 20).await;
     assert!(
-        eventually(Duration::from_secs(30), || async { page_view(&b, "198.51.100.70").await.0 == 403 }).await,
+        holds_within(Duration::from_secs(30), || async { page_view(&b, "198.51.100.70").await.0 == 403 })
+            .await,
         "B never saw A's hits"
     );
     // The store loses everything (FLUSHALL; a restart without persistence is the same).
@@ -477,7 +467,7 @@ async fn a_store_that_answers_ping_but_refuses_writes_is_down_and_says_so_a_boun
     let a = replica(dir.path(), "a", &[redis.url()], PATIENT);
     assert_eq!(page_view(&a, "203.0.113.200").await.0, 200);
     assert!(
-        eventually(Duration::from_secs(30), || async { metrics(&a).await.contains("quagmire_store_up 1") })
+        holds_within(Duration::from_secs(30), || async { metrics(&a).await.contains("quagmire_store_up 1") })
             .await
     );
     // Out of memory with nothing to evict: PING answers, every update is refused.
@@ -501,7 +491,7 @@ async fn a_store_that_answers_ping_but_refuses_writes_is_down_and_says_so_a_boun
     assert_eq!(cli(redis.port, &["CONFIG", "SET", "maxmemory", "0"]), "OK");
     page_view(&a, "203.0.113.230").await;
     assert!(
-        eventually(Duration::from_secs(30), || async {
+        holds_within(Duration::from_secs(30), || async {
             page_view(&a, "203.0.113.231").await;
             metrics(&a).await.contains("quagmire_store_up 1")
         })
@@ -635,7 +625,7 @@ async fn a_pass_earned_through_one_replica_is_honoured_by_the_other_and_a_burn_r
             .unwrap();
         assert_eq!(response.status(), 200);
     }
-    let burned = eventually(Duration::from_secs(30), || async {
+    let burned = holds_within(Duration::from_secs(30), || async {
         page_view_with(&b, "203.0.113.50", &cookie).await == (403, "burned-pass".into())
     })
     .await;
@@ -761,7 +751,7 @@ async fn unanswered_challenges_are_counted_across_replicas_and_an_answer_on_eith
         let server = if n % 2 == 0 { &a } else { &b };
         assert_eq!(page_view_with(server, "198.51.100.9", "").await.0, 401, "challenge {n}");
     }
-    let trapped = eventually(Duration::from_secs(10), || async {
+    let trapped = holds_within(Duration::from_secs(10), || async {
         page_view_with(&b, "198.51.100.9", "").await == (403, "unanswered-challenges".into())
     })
     .await;

@@ -313,3 +313,35 @@ pub async fn earn_pass(server: &Server, client: &str, user_agent: &str) -> Strin
     assert_eq!(answered.status(), 303, "the answer was refused");
     answered.headers()["set-cookie"].to_str().unwrap().split(';').next().unwrap().to_string()
 }
+
+/// The bound every polled condition gets: long enough for a busy two-core machine, and only a
+/// real failure reaches it.
+pub const EVENTUALLY: Duration = Duration::from_secs(60);
+
+/// Polls `condition` every 50 ms until it holds; panics, saying `what` did not happen, past
+/// [`EVENTUALLY`]. Tests wait for the event they check with this, never for a fixed time.
+pub async fn eventually<F: std::future::Future<Output = bool>>(what: &str, mut condition: impl FnMut() -> F) {
+    let started = std::time::Instant::now();
+    while !condition().await {
+        assert!(started.elapsed() < EVENTUALLY, "{what} did not happen within {EVENTUALLY:?}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// Polls `check` every 50 ms until it holds or `within` passes; whether it held (for a test that
+/// also checks what happens when it does not).
+pub async fn holds_within<F: std::future::Future<Output = bool>>(
+    within: Duration,
+    mut check: impl FnMut() -> F,
+) -> bool {
+    let deadline = std::time::Instant::now() + within;
+    loop {
+        if check().await {
+            return true;
+        }
+        if std::time::Instant::now() > deadline {
+            return false;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
