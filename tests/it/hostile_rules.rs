@@ -33,6 +33,18 @@ fn stuck_config(dir: &std::path::Path) -> String {
     )
 }
 
+/// That `/health` and trap pages were answered without waiting on the rules. A thread held by
+/// them would make most requests wait behind evaluations (20 ms each and more, eight callers'
+/// worth, or a stuck call's seconds); a busy machine's scheduler delays only some. So: nine in
+/// ten within 100 ms, and none near a second.
+fn answered_at_once(mut times: Vec<Duration>) {
+    assert!(times.len() >= 20, "only {} requests in the window", times.len());
+    times.sort();
+    let (typical, slowest) = (times[times.len() * 9 / 10], times[times.len() - 1]);
+    assert!(typical < Duration::from_millis(100), "nine in ten within {typical:?}: {times:?}");
+    assert!(slowest < Duration::from_millis(1000), "/health or the trap took {slowest:?}");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn stuck_rules_never_stall_health_the_trap_or_shutdown() {
     let dir = tempfile::tempdir().unwrap();
@@ -54,18 +66,18 @@ async fn stuck_rules_never_stall_health_the_trap_or_shutdown() {
 
     // Meanwhile /health and the trap answer at once.
     let health = format!("http://{}/health", server.verdict);
-    let mut slowest = Duration::ZERO;
+    let mut times = Vec::new();
     let watching = Instant::now();
     while watching.elapsed() < Duration::from_secs(3) {
         for url in [health.as_str(), &server.trap_url("/some/page")] {
             let started = Instant::now();
             let status = client.get(url).send().await.unwrap().status().as_u16();
             assert_eq!(status, 200);
-            slowest = slowest.max(started.elapsed());
+            times.push(started.elapsed());
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    assert!(slowest < Duration::from_millis(100), "/health or the trap took {slowest:?}");
+    answered_at_once(times);
 
     for verdict in verdicts {
         let (status, took) = verdict.await.unwrap();
@@ -146,17 +158,16 @@ async fn rules_over_the_inline_limits_never_hold_health_or_the_trap_past_the_tim
         .collect();
 
     let health = format!("http://{}/health", server.verdict);
-    let mut slowest = Duration::ZERO;
+    let mut times = Vec::new();
     while Instant::now() < until {
         for url in [health.as_str(), &server.trap_url("/some/page")] {
             let started = Instant::now();
             assert_eq!(client.get(url).send().await.unwrap().status().as_u16(), 200);
-            slowest = slowest.max(started.elapsed());
+            times.push(started.elapsed());
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    // The time limit, plus room for a machine this loaded (the stuck-rules test allows as much).
-    assert!(slowest < Duration::from_millis(100), "/health or the trap took {slowest:?}");
+    answered_at_once(times);
     for caller in callers {
         let answers = caller.await.unwrap();
         assert!(!answers.is_empty());
