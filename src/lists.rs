@@ -288,12 +288,11 @@ impl TokenList {
     /// The first token (by position) found in `text` as a whole token; answers for texts seen
     /// recently on this thread come from a memo (see `recent.rs`).
     pub fn find<T: AsRef<[u8]> + ?Sized>(&self, text: &T) -> Option<&str> {
-        let bytes = text.as_ref();
-        let index = recent::answer(self.id, bytes, || self.walk(bytes).and_then(|i| u32::try_from(i).ok()))?;
-        self.tokens.get(index as usize).map(String::as_str)
+        self.find_labelled(text).map(|(token, _)| token)
     }
 
-    /// [`TokenList::find`], with the label of the section the token is in (if it is in one).
+    /// The first token found in `text` (as [`TokenList::find`]), with the label of the section it
+    /// is in, if it is in one.
     pub fn find_labelled<T: AsRef<[u8]> + ?Sized>(&self, text: &T) -> Option<(&str, Option<&str>)> {
         let bytes = text.as_ref();
         let index = recent::answer(self.id, bytes, || self.walk(bytes).and_then(|i| u32::try_from(i).ok()))?;

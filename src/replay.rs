@@ -364,7 +364,7 @@ fn judge(
         let key = app.identity.key(client);
         let history = app.clients.record_trap_hit_at(key, at);
         let rule: Arc<str> = Arc::from(SERVED_BY_TRAP);
-        let ai_kind = app.rules.current().ai_kind(headers.get("user-agent").unwrap_or(""));
+        let ai_kind = app.rules.compiled().ai_kind(headers.get("user-agent").unwrap_or(""));
         return Judged {
             client: key,
             client_address: client,
