@@ -10,20 +10,20 @@ use crate::client::ClientIdentity;
 use crate::client_state::ClientStates;
 use crate::client_state::store::Store;
 use crate::config::{Config, DripConfig};
-use crate::corpus::{self, CorpusError};
-use crate::crawler::Crawlers;
-use crate::crowdsec::{CrowdSec, CrowdSecError};
-use crate::generator::Generator;
-use crate::generator::markov::{Chain, ChainError};
-use crate::generator::template::{Template, TemplateError};
-use crate::geo::{Geo, GeoError};
-use crate::metrics::Metrics;
-use crate::robots::{Robots, RobotsError};
+use crate::enrich::geo::{Geo, GeoError};
+use crate::observe::metrics::Metrics;
 use crate::rules::{Rules, RulesError};
-use crate::secret::Secret;
-use crate::signature::Signatures;
-use crate::snippets::Snippets;
-use crate::trap_url::TrapUrls;
+use crate::support::secret::Secret;
+use crate::trap::corpus::{self, CorpusError};
+use crate::trap::generator::Generator;
+use crate::trap::generator::markov::{Chain, ChainError};
+use crate::trap::generator::template::{Template, TemplateError};
+use crate::trap::snippets::Snippets;
+use crate::trap::urls::TrapUrls;
+use crate::verify::crawler::Crawlers;
+use crate::verify::crowdsec::{CrowdSec, CrowdSecError};
+use crate::verify::robots::{Robots, RobotsError};
+use crate::verify::signature::Signatures;
 
 /// Everything the handlers share, built once.
 pub struct App {
@@ -54,9 +54,9 @@ pub struct App {
     /// Challenges, their answers and passes.
     pub(crate) challenges: Challenger,
     /// Which trap verdicts get a log line (one per rule and client a minute).
-    pub(crate) trap_lines: crate::log_sink::TrapLines,
+    pub(crate) trap_lines: crate::observe::log_sink::TrapLines,
     /// The site owner's own tools: their secret header and addresses.
-    pub(crate) owner_tools: crate::owner_tools::OwnerTools,
+    pub(crate) owner_tools: crate::enrich::owner_tools::OwnerTools,
 }
 
 /// A component that could not be built from the config.
@@ -180,7 +180,7 @@ impl App {
             tracing::info!(robots = %line, "the site's robots.txt");
         }
         let crowdsec = Arc::new(CrowdSec::new(config.crowdsec.clone(), metrics.clone())?);
-        let owner_tools = crate::owner_tools::OwnerTools::new(&config.owner_tools);
+        let owner_tools = crate::enrich::owner_tools::OwnerTools::new(&config.owner_tools);
         Ok(App {
             config,
             generator,
@@ -195,7 +195,7 @@ impl App {
             robots,
             crowdsec,
             challenges,
-            trap_lines: crate::log_sink::TrapLines::new(),
+            trap_lines: crate::observe::log_sink::TrapLines::new(),
             owner_tools,
         })
     }

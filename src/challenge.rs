@@ -41,8 +41,8 @@ use moka::sync::Cache;
 use rand::RngExt;
 use sha2::{Digest, Sha256};
 
-use crate::claims::Earned;
 use crate::client::KeyHasher;
+use crate::facts::claims::Earned;
 use economy::{Decaying, Economy, RATE_WINDOW, Turn, network_of};
 
 /// How long a challenge may be answered after it is issued.

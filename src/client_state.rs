@@ -21,7 +21,7 @@ use std::time::{Duration, Instant, SystemTime};
 use moka::sync::Cache;
 
 use crate::client::{ClientKey, KeyHasher};
-use crate::geo::GeoInfo;
+use crate::enrich::geo::GeoInfo;
 use near_cache::SharedView;
 #[cfg(test)]
 use near_cache::View;
@@ -263,7 +263,7 @@ impl ClientStates {
         inner.decay(now, &self.config);
         inner.request_rate += 1.0;
         inner.last_seen = SystemTime::now();
-        let user_agent = crate::log_field::head(user_agent, USER_AGENT_BYTES);
+        let user_agent = crate::support::log_field::head(user_agent, USER_AGENT_BYTES);
         if inner.last_user_agent != user_agent {
             inner.last_user_agent.clear();
             inner.last_user_agent.push_str(user_agent);
@@ -587,8 +587,11 @@ mod tests {
             request_burst: 600,
             store: StoreConfig { urls: vec!["redis://127.0.0.1:1/0".into()], ..StoreConfig::default() },
         };
-        let store =
-            Store::new(config.store.clone(), config.clone(), Arc::new(crate::metrics::Metrics::new()));
+        let store = Store::new(
+            config.store.clone(),
+            config.clone(),
+            Arc::new(crate::observe::metrics::Metrics::new()),
+        );
         ClientStates::new(config, || {}).with_store(store)
     }
 

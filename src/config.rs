@@ -16,9 +16,9 @@ use std::time::Duration;
 use ipnet::IpNet;
 
 use crate::client_state::ClientStateConfig;
-use crate::generator::PageSettings;
-use crate::lists_update::ListsConfig;
+use crate::lists::update::ListsConfig;
 use crate::rules::{FailMode, Limits, RulesConfig};
+use crate::trap::generator::PageSettings;
 
 /// The embedded default configuration, which documents every key.
 pub(crate) const DEFAULT_KDL: &str = include_str!("config/default.kdl");
@@ -61,16 +61,16 @@ pub struct Config {
     /// The CrowdSec Local API whose decisions the rules see.
     pub crowdsec: CrowdSecConfig,
     /// The site owner's own tools (monitors, checks), let through when they prove it.
-    pub owner_tools: crate::owner_tools::OwnerToolsConfig,
+    pub owner_tools: crate::enrich::owner_tools::OwnerToolsConfig,
     /// The challenge verdict: its difficulty, the pass, the reserved path, the burn limits.
     pub challenge: ChallengeConfig,
 }
 
 pub(crate) use crate::challenge::ChallengeConfig;
-pub(crate) use crate::crawler::DnsConfig;
-pub(crate) use crate::crowdsec::CrowdSecConfig;
-pub(crate) use crate::robots::RobotsConfig;
-pub(crate) use crate::signature::WebBotAuthConfig;
+pub(crate) use crate::verify::crawler::DnsConfig;
+pub(crate) use crate::verify::crowdsec::CrowdSecConfig;
+pub(crate) use crate::verify::robots::RobotsConfig;
+pub(crate) use crate::verify::signature::WebBotAuthConfig;
 pub(crate) use crate::vocabulary::Preferences;
 
 /// Where `/metrics` and `/api/trapped` are served, and who may read them.
@@ -142,7 +142,7 @@ pub struct GeoConfig {
     pub country: Option<PathBuf>,
 }
 
-pub use crate::log_sink::LogFormat;
+pub use crate::observe::log_sink::LogFormat;
 
 /// The trap listener and its pages.
 #[derive(Clone, Debug, PartialEq)]

@@ -1,13 +1,15 @@
 //! The request being judged, rebuilt from forward-auth headers and enriched: everything the
-//! rules may look at, read-only.
+//! rules may look at, read-only, and the verifiers' findings among them ([`claims`]).
+
+pub(crate) mod claims;
 
 use std::net::IpAddr;
 use std::sync::Arc;
 
-use crate::claims::{Claim, CrowdSecDecision, RobotsAnswer, Signature};
 use crate::client::{ClientKey, HeaderLines};
 use crate::client_state::History;
-use crate::geo::GeoInfo;
+use crate::enrich::geo::GeoInfo;
+use crate::facts::claims::{Claim, CrowdSecDecision, RobotsAnswer, Signature};
 
 /// One request as the rules see it.
 #[derive(Clone, Debug)]
@@ -49,11 +51,11 @@ pub struct Facts {
     /// Which headers the request's source carried: all, live; some, for a replayed log line.
     pub coverage: Coverage,
     /// The valid pass the request carried, and what its holders did with it.
-    pub pass: Option<crate::claims::PassFacts>,
+    pub pass: Option<crate::facts::claims::PassFacts>,
     /// Challenges the client was shown since it last answered one.
     pub challenges: u32,
     /// How the request proved it is one of the site owner's own tools, if it did.
-    pub owner_tool: Option<crate::owner_tools::OwnerProof>,
+    pub owner_tool: Option<crate::enrich::owner_tools::OwnerProof>,
     /// The kind of AI crawler the User-Agent names (lists/ai-crawlers.txt's section for its
     /// token), if it names one that is in a section.
     pub ai_kind: Option<crate::vocabulary::AiKind>,

@@ -16,42 +16,22 @@
 #![warn(unreachable_pub)]
 
 mod app;
-mod bounded_file;
 mod challenge;
-mod claims;
 mod client;
 mod client_state;
 mod config;
-mod corpus;
-mod crawler;
-mod crowdsec;
-mod explain;
+mod enrich;
 mod facts;
-mod fd_limit;
-mod generator;
-mod geo;
 mod http;
 mod lists;
-mod lists_update;
-mod log_field;
-mod log_sink;
-mod metrics;
-mod numbers;
-mod outbound;
-mod owner_tools;
-mod prefix_map;
-mod reload;
-mod replay;
-mod request_path;
-mod robots;
+mod observe;
 mod rules;
-mod secret;
-mod signature;
-mod single_flight;
-mod snippets;
-mod trap_url;
-mod user_agent;
+mod service;
+mod support;
+mod tools;
+mod trap;
 mod verdict;
+mod verify;
 mod vocabulary;
 
 // The crate's boundary, in one place: everything outside `src/` (the `quagmire` binary, the
@@ -63,18 +43,21 @@ mod vocabulary;
 // Assembling and running the service (the binary's `serve`, `check`, `generate`).
 pub use app::{App, BuildError};
 pub use config::{Config, ConfigError, LogFormat};
-pub use http::{admin_router, serve, trap_router, verdict_router};
-pub use log_field::terminal_safe_json;
-pub use log_sink::{flush as flush_logs, init as init_logging};
-pub use secret::{SECRET_ENV, Secret, SecretOrigin};
+pub use http::{admin_router, trap_router, verdict_router};
+pub use observe::log_sink::{flush as flush_logs, init as init_logging};
+pub use service::serve;
+pub use support::log_field::terminal_safe_json;
+pub use support::secret::{SECRET_ENV, Secret, SecretOrigin};
 
 // The binary's other subcommands.
-pub use explain::{ExplainError, explain, read_request as read_explain_request, request_from_flags};
-pub use lists_update::update as update_lists;
-pub use replay::formats::{Defaults as ReplayDefaults, Format as ReplayFormat, parse as parse_log_line};
-pub use replay::input::Source as ReplaySource;
-pub use replay::{Options as ReplayOptions, ReplayError, compare_rules, replay};
-pub use snippets::Snippets;
+pub use lists::update::update as update_lists;
+pub use tools::explain::{ExplainError, explain, read_request as read_explain_request, request_from_flags};
+pub use tools::replay::formats::{
+    Defaults as ReplayDefaults, Format as ReplayFormat, parse as parse_log_line,
+};
+pub use tools::replay::input::Source as ReplaySource;
+pub use tools::replay::{Options as ReplayOptions, ReplayError, compare_rules, replay};
+pub use trap::snippets::Snippets;
 
 // One decision, as the benches and bench tools drive it.
 pub use verdict::{ForwardedRequest, How, Judgement, RunRules, Verify, decide_blocking};
@@ -83,26 +66,26 @@ pub use verdict::{ForwardedRequest, How, Judgement, RunRules, Verify, decide_blo
 pub use challenge::{
     AnswerError, Answered, BurnLimits, ChallengeConfig, Challenger, Issued, Pass, PassCheck, meets_difficulty,
 };
-pub use claims::Earned;
+pub use facts::claims::Earned;
 
 // The trap's parts, for the page benches and the fingerprint tool.
-pub use corpus::{embedded as embedded_corpus, load as load_corpus};
-pub use generator::markov::Chain;
-pub use generator::{Generator, PageSettings};
-pub use trap_url::TrapUrls;
+pub use trap::corpus::{embedded as embedded_corpus, load as load_corpus};
+pub use trap::generator::markov::Chain;
+pub use trap::generator::{Generator, PageSettings};
+pub use trap::urls::TrapUrls;
 
 // Parsers of hostile input, for the fuzz targets.
-pub use claims::RobotsCheck;
 pub use client::{ClientIdentity, HeaderLines};
+pub use facts::claims::RobotsCheck;
 pub use http::forwarded::forwarded_request;
 pub use http::trap::page_address;
+pub use lists::update::formats::{Format as ListSourceFormat, Kind as ListKind};
+pub use lists::update::sanity as list_sanity;
 pub use lists::{DEFAULT_LISTS, List};
-pub use lists_update::formats::{Format as ListSourceFormat, Kind as ListKind};
-pub use lists_update::sanity as list_sanity;
-pub use request_path::{Normalised as NormalisedPath, normalise as normalise_path};
-pub use robots::answer_text as robots_answer;
-pub use user_agent::browser_claim;
+pub use support::request_path::{Normalised as NormalisedPath, normalise as normalise_path};
+pub use support::user_agent::browser_claim;
+pub use verify::robots::answer_text as robots_answer;
 
 // Metrics rendering, for the dashboard and alert tests.
-pub use metrics::{HitSource, Metrics, Scope as MetricsScope};
+pub use observe::metrics::{HitSource, Metrics, Scope as MetricsScope};
 pub use vocabulary::{AiKind, FailureKind, Preference, Preferences, Verdict};

@@ -18,10 +18,11 @@ use aho_corasick::dfa::{self, DFA};
 use aho_corasick::{Anchored, MatchKind, StartKind};
 use ipnet::IpNet;
 
-use crate::prefix_map::PrefixMap;
+use crate::support::prefix_map::PrefixMap;
 use crate::vocabulary::AiKind;
 
 mod recent;
+pub(crate) mod update;
 
 /// The embedded default lists (file name, text): the rules' lists when no folder is configured,
 /// and the stand-in for any of them a folder lacks.
@@ -427,7 +428,7 @@ impl NetworkList {
     }
 }
 
-pub(crate) use crate::prefix_map::canonical;
+pub(crate) use crate::support::prefix_map::canonical;
 
 /// DNS domains by label: the domains under which a crawler's hosts are named, for
 /// forward-confirmed reverse DNS.

@@ -11,13 +11,13 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use crate::app::App;
 use crate::challenge::economy::network_of;
 use crate::challenge::{PassCheck, PassUse};
-use crate::claims::{Claim, PassFacts, RobotsAnswer, RobotsCheck, Signature};
 use crate::client::ClientKey;
 use crate::client_state::History;
 use crate::client_state::store::SharedPassUse;
+use crate::facts::claims::{Claim, PassFacts, RobotsAnswer, RobotsCheck, Signature};
 use crate::facts::{Coverage, Facts, Headers};
 use crate::lists::List;
-use crate::metrics::HitSource;
+use crate::observe::metrics::HitSource;
 use crate::rules::{Compiled, Decision, RuleOutcome};
 
 /// The lists crawler claims are checked against: published ranges (`search-engines.txt`) and
@@ -237,7 +237,7 @@ async fn verify(app: &App, facts: &Facts, wait: Option<Duration>) -> Verified {
 /// Identity, enrichment and history for `request`; a trap URL counts as a trap hit.
 fn facts(app: &App, mut request: ForwardedRequest) -> Facts {
     // The path as the origin will read it, for every check below and every rule.
-    let normalised = crate::request_path::normalise(&request.uri);
+    let normalised = crate::support::request_path::normalise(&request.uri);
     let dot_segments = normalised.dot_segments;
     let raw_uri = match normalised.text {
         std::borrow::Cow::Owned(uri) => Some(std::mem::replace(&mut request.uri, uri)),
@@ -249,7 +249,7 @@ fn facts(app: &App, mut request: ForwardedRequest) -> Facts {
     let at = request.at.unwrap_or_else(Instant::now);
     // No human is ever shown a trap URL: asking for one is a trap hit, from any address, unless
     // another site's page made the browser ask (the request is still the trap's).
-    let trap_hit = is_trap_url && crate::trap_url::is_evidence(&request.headers, &request.host);
+    let trap_hit = is_trap_url && crate::trap::urls::is_evidence(&request.headers, &request.host);
     if trap_hit {
         app.clients.record_trap_hit_at(key, at);
         app.metrics.trap_hit(HitSource::TrapUrl);
@@ -323,7 +323,7 @@ fn pass_facts(
     request: &ForwardedRequest,
     address: IpAddr,
     trap_hit: bool,
-    geo: &crate::geo::GeoInfo,
+    geo: &crate::enrich::geo::GeoInfo,
     datacenter: impl FnOnce() -> bool,
     at: Instant,
 ) -> Option<PassFacts> {
@@ -368,7 +368,7 @@ fn pass_facts(
 /// Whether `geo`'s network is a datacenter's, by the ruleset's `datacenter_asns` list: where
 /// people share addresses by the dozen behind VPNs and gateways, and crawlers rent them by the
 /// hundred.
-pub(crate) fn is_datacenter(compiled: &crate::rules::Compiled, geo: &crate::geo::GeoInfo) -> bool {
+pub(crate) fn is_datacenter(compiled: &crate::rules::Compiled, geo: &crate::enrich::geo::GeoInfo) -> bool {
     geo.asn.is_some_and(
         |asn| matches!(compiled.list(DATACENTER_ASNS), Some(List::Asns(asns)) if asns.find(asn).is_some()),
     )

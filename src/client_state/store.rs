@@ -32,7 +32,7 @@ use tokio::sync::{Notify, Semaphore, mpsc};
 use super::near_cache::View;
 use super::{ClientSnapshot, Record, decayed};
 use crate::client::{ClientKey, KeyHasher};
-use crate::metrics::Metrics;
+use crate::observe::metrics::Metrics;
 
 /// Where the shared state lives.
 #[derive(Clone, PartialEq)]

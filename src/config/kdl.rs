@@ -14,7 +14,7 @@ use std::time::Duration;
 use ipnet::IpNet;
 
 use super::{Answer, Config, LogFormat, Mode};
-use crate::lists_update::{Format, Source};
+use crate::lists::update::{Format, Source};
 use crate::rules::FailMode;
 
 /// A config file that cannot be used.
@@ -853,7 +853,7 @@ impl Reader<'_> {
     /// `owner-tools { header "NAME"; secret-env "VARIABLE"; addresses "CIDR"... }`: the secret is
     /// read here, so a missing or weak one is an error that points at its line.
     fn owner_tools(&mut self, node: &KdlNode) -> Checked<()> {
-        use crate::owner_tools::OwnerSecret;
+        use crate::enrich::owner_tools::OwnerSecret;
         let (mut header, mut secret) = (None, None);
         for child in self.children(node)? {
             match child.name().value() {
@@ -927,7 +927,7 @@ impl Reader<'_> {
     }
 
     fn crowdsec(&mut self, node: &KdlNode) -> Checked<()> {
-        use crate::crowdsec::KeySource;
+        use crate::verify::crowdsec::KeySource;
         match node.name().value() {
             "url" => {
                 let url = self.http_url(node, "the Local API", "such as `url \"http://127.0.0.1:8080\"`")?;
@@ -1064,7 +1064,7 @@ impl Reader<'_> {
                 Some(example.into()),
             ));
         };
-        if let Err(message) = crate::outbound::check_url(&url) {
+        if let Err(message) = crate::support::outbound::check_url(&url) {
             return Err(self.problem(
                 url_span,
                 format!("`{url}` cannot be a source: {message}"),
@@ -1072,7 +1072,7 @@ impl Reader<'_> {
                 None,
             ));
         }
-        let networks = format.kind() == crate::lists_update::Kind::Networks;
+        let networks = format.kind() == crate::lists::update::Kind::Networks;
         let label = match (label, networks) {
             (Some((label, span)), true) => {
                 if label.is_empty() || label.contains(|c: char| c.is_whitespace() || c == '#') {
@@ -1204,7 +1204,7 @@ impl Reader<'_> {
     /// error that points at it with `example`.
     fn http_url(&self, node: &KdlNode, what: &str, example: &str) -> Checked<String> {
         let url = self.string(node)?;
-        if let Err(message) = crate::outbound::check_url(&url) {
+        if let Err(message) = crate::support::outbound::check_url(&url) {
             let entry = self.argument(node)?;
             return Err(self.problem(
                 entry.span(),

@@ -2,7 +2,7 @@
 //! line and column out.
 
 use super::*;
-use crate::lists_update::Format;
+use crate::lists::update::Format;
 
 fn parse(text: &str) -> Result<Config, ConfigError> {
     Config::parse("test.kdl", text, Path::new("/etc/quagmire"))

@@ -21,7 +21,7 @@ use tokio::sync::watch;
 
 use crate::app::App;
 use crate::client_state::ClientSnapshot;
-use crate::metrics::Scope;
+use crate::observe::metrics::Scope;
 
 /// Most clients `/api/trapped` lists, whatever `limit` asks for.
 const MAX_TRAPPED: usize = 1000;

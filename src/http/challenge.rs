@@ -18,7 +18,7 @@ use crate::challenge::{
     AnswerError, PassCheck, is_local_target, page::CONTENT_SECURITY_POLICY, page::SCRIPT, page::WORKER,
 };
 use crate::client::HeaderLines;
-use crate::signature::ACCEPT_SIGNATURE;
+use crate::verify::signature::ACCEPT_SIGNATURE;
 
 /// The status of a challenge page. nginx's `auth_request` passes on only 401 and 403 (403 is the
 /// trap's there), so 401 it is, for every proxy alike: Caddy and Traefik copy any non-2xx

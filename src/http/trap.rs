@@ -21,7 +21,7 @@ use crate::challenge::PassCheck;
 
 use super::forwarded::first_header;
 use crate::client::ClientKey;
-use crate::metrics::HitSource;
+use crate::observe::metrics::HitSource;
 
 const HTML: HeaderValue = HeaderValue::from_static("text/html; charset=utf-8");
 
@@ -35,7 +35,7 @@ pub(crate) async fn page(
     let (host, target) = page_address(&uri, &headers);
     // Another site's images or links pointing here are that site's doing, not the reader's: the
     // page is served, but no hit is recorded (see `trap_url::is_evidence`).
-    if crate::trap_url::is_evidence(&headers, &host) {
+    if crate::trap::urls::is_evidence(&headers, &host) {
         let client = app.identity.client_address(peer.ip(), &headers);
         app.clients.record_trap_hit(app.identity.key(client));
         app.metrics.trap_hit(HitSource::TrapListener);

@@ -17,8 +17,8 @@ use axum::response::Response;
 use crate::app::App;
 use crate::client::HeaderLines;
 use crate::config::{Answer, Mode};
-use crate::log_field::clipped;
 use crate::rules::Verdict;
+use crate::support::log_field::clipped;
 use crate::verdict::{ForwardedRequest, How, Judgement, decide};
 
 use super::forwarded::{LOCATION, MODE, RULE, VERDICT, forwarded_request};
@@ -122,7 +122,8 @@ fn respond(app: &App, judgement: &Judgement) -> Response {
     }
     if decision.verdict == Verdict::Trap && !shadow {
         // An agent that can sign is asked to, instead of walking the trap.
-        headers.insert("accept-signature", HeaderValue::from_static(crate::signature::ACCEPT_SIGNATURE));
+        headers
+            .insert("accept-signature", HeaderValue::from_static(crate::verify::signature::ACCEPT_SIGNATURE));
     }
     response
 }

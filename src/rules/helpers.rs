@@ -22,7 +22,7 @@ use mlua::{Function, Lua, Table, ffi};
 
 use super::Compiled;
 use super::lists::List;
-use crate::user_agent::browser_claim;
+use crate::support::user_agent::browser_claim;
 
 /// Makes the `lists` table and the `browser` function for the sandbox. The returned lists must
 /// outlive `lua`.

@@ -25,10 +25,10 @@ use super::{
     Compiled, Decision, FailMode, Limits, RuleFailure, RuleOutcome, RulesError, Verdict, WHOLE_RULESET,
 };
 use super::{helpers, patterns, seal};
-use crate::claims::{RobotsCheck, SignatureCheck};
+use crate::enrich::owner_tools::OwnerProof;
+use crate::facts::claims::{RobotsCheck, SignatureCheck};
 use crate::facts::{Coverage, Facts};
-use crate::numbers::Decimal;
-use crate::owner_tools::OwnerProof;
+use crate::support::numbers::Decimal;
 use crate::vocabulary::AiKind;
 use crate::vocabulary::FailureKind;
 

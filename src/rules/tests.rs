@@ -6,9 +6,9 @@ use std::time::Duration;
 use super::*;
 use crate::client::ClientIdentity;
 use crate::client_state::History;
-use crate::crawler::{Claim, CrawlerCheck as Check};
-use crate::geo::GeoInfo;
-use crate::signature::{self, Signature};
+use crate::enrich::geo::GeoInfo;
+use crate::verify::crawler::{Claim, CrawlerCheck as Check};
+use crate::verify::signature::{self, Signature};
 
 const CHROME: &str = "Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/120.0.0.0 Safari/537.36";
 const OLD_CHROME: &str =
@@ -76,14 +76,14 @@ struct Request {
     is_trap_url: bool,
     crawler: Option<Claim>,
     signature: Option<Signature>,
-    robots: crate::claims::RobotsAnswer,
-    crowdsec: Option<Arc<crate::claims::CrowdSecDecision>>,
+    robots: crate::facts::claims::RobotsAnswer,
+    crowdsec: Option<Arc<crate::facts::claims::CrowdSecDecision>>,
     rate_limited: bool,
     coverage: crate::facts::Coverage,
-    pass: Option<crate::claims::PassFacts>,
+    pass: Option<crate::facts::claims::PassFacts>,
     challenges: u32,
     request_rate: f64,
-    owner_tool: Option<crate::owner_tools::OwnerProof>,
+    owner_tool: Option<crate::enrich::owner_tools::OwnerProof>,
 }
 
 impl Request {
@@ -104,7 +104,7 @@ impl Request {
             is_trap_url: false,
             crawler: None,
             signature: None,
-            robots: crate::claims::RobotsAnswer::default(),
+            robots: crate::facts::claims::RobotsAnswer::default(),
             crowdsec: None,
             rate_limited: false,
             coverage: crate::facts::Coverage::All,
@@ -122,7 +122,7 @@ impl Request {
     fn facts(&self) -> Facts {
         let address: IpAddr = self.ip.parse().unwrap();
         // The URI as the verdict hands it to the rules.
-        let normalised = crate::request_path::normalise(self.uri);
+        let normalised = crate::support::request_path::normalise(self.uri);
         Facts {
             method: "GET".into(),
             proto: self.proto.into(),
@@ -400,7 +400,7 @@ fn default_rules_let_the_site_owners_monitors_and_checks_through() {
 
 #[test]
 fn default_rules_let_the_owners_proven_tools_through_on_any_path() {
-    use crate::owner_tools::OwnerProof;
+    use crate::enrich::owner_tools::OwnerProof;
     let rules = default_rules();
     // A monitor the owner configured with the secret header, or from the owner's addresses:
     // whatever it looks like, wherever it goes, even past the quota or with dot segments.
@@ -465,12 +465,12 @@ fn default_rules_trap_datacenter_clients_over_quota_and_only_mark_others() {
 }
 
 /// A good pass, or one burned for `burned`.
-fn pass(burned: Option<&'static str>) -> crate::claims::PassFacts {
-    crate::claims::PassFacts {
+fn pass(burned: Option<&'static str>) -> crate::facts::claims::PassFacts {
+    crate::facts::claims::PassFacts {
         page_view: true,
         id: 7,
         age: 30,
-        earned: crate::claims::Earned::Work,
+        earned: crate::facts::claims::Earned::Work,
         networks: 1,
         history: History::default(),
         burned,
@@ -1237,13 +1237,16 @@ fn broken_lists_are_load_errors_naming_file_and_line() {
 mod ai_kinds;
 mod hostile;
 
-fn robots(check: crate::claims::RobotsCheck, group: Option<&str>) -> crate::claims::RobotsAnswer {
-    crate::claims::RobotsAnswer { check, group: group.map(Arc::from), line: 3 }
+fn robots(
+    check: crate::facts::claims::RobotsCheck,
+    group: Option<&str>,
+) -> crate::facts::claims::RobotsAnswer {
+    crate::facts::claims::RobotsAnswer { check, group: group.map(Arc::from), line: 3 }
 }
 
 #[test]
 fn a_crawler_that_ignores_the_sites_robots_txt_is_trapped_and_a_person_is_not() {
-    use crate::claims::RobotsCheck::Disallowed;
+    use crate::facts::claims::RobotsCheck::Disallowed;
     let rules = default_rules();
     let gptbot = "Mozilla/5.0 (compatible; GPTBot/1.2; +https://openai.com/gptbot)";
     // Named by its own group.
@@ -1276,7 +1279,7 @@ fn a_crawler_that_ignores_the_sites_robots_txt_is_trapped_and_a_person_is_not() 
 
 #[test]
 fn an_ai_crawler_the_sites_robots_txt_allows_is_allowed_unless_it_only_claims_the_name() {
-    use crate::claims::RobotsCheck::{Allowed, None as NoRobots};
+    use crate::facts::claims::RobotsCheck::{Allowed, None as NoRobots};
     let rules = default_rules();
     let gptbot = "Mozilla/5.0 (compatible; GPTBot/1.2; +https://openai.com/gptbot)";
     // From GPTBot's published ranges, named and allowed by the file: the site's choice.
@@ -1319,7 +1322,7 @@ fn rules_see_what_the_sites_robots_txt_says_and_the_fields_after_it_still_read_r
     end } }"#;
     let rules = script_rules(script, FailMode::Closed).unwrap();
     let request = Request {
-        robots: robots(crate::claims::RobotsCheck::Disallowed, Some("GPTBot")),
+        robots: robots(crate::facts::claims::RobotsCheck::Disallowed, Some("GPTBot")),
         ..Request::browser(CHROME)
     };
     assert_eq!(rules.evaluate(&request.facts()).reason, "disallowed GPTBot unsigned text/html");
@@ -1330,7 +1333,7 @@ fn rules_see_what_the_sites_robots_txt_says_and_the_fields_after_it_still_read_r
 fn a_client_under_a_crowdsec_ban_is_trapped_a_captcha_challenged_and_rules_see_the_decision() {
     let rules = default_rules();
     let decision = |kind: &str| {
-        Some(Arc::new(crate::claims::CrowdSecDecision {
+        Some(Arc::new(crate::facts::claims::CrowdSecDecision {
             kind: Arc::from(kind),
             scenario: Arc::from("crowdsecurity/http-probing"),
             origin: Arc::from("crowdsec"),
@@ -1359,7 +1362,7 @@ fn a_client_under_a_crowdsec_ban_is_trapped_a_captcha_challenged_and_rules_see_t
 
 #[test]
 fn the_robots_txt_rules_cannot_be_talked_round() {
-    use crate::claims::RobotsCheck::{Allowed, Disallowed};
+    use crate::facts::claims::RobotsCheck::{Allowed, Disallowed};
     let rules = default_rules();
     // A User-Agent naming an allowed crawler first and a disallowed AI crawler after.
     let spoof = Request {

@@ -3,7 +3,7 @@
 //! from lists/ai-crawlers.txt, from their operators' published ranges where they have them.
 
 use super::*;
-use crate::claims::RobotsCheck::{Allowed, Disallowed};
+use crate::facts::claims::RobotsCheck::{Allowed, Disallowed};
 use crate::vocabulary::{AiKind, Preferences};
 
 const GPTBOT: &str =
