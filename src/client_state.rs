@@ -473,15 +473,19 @@ mod tests {
 
     #[test]
     fn the_score_halves_every_half_life() {
-        let states = states(Duration::from_millis(100));
+        let states = states(Duration::from_secs(60));
+        let start = Instant::now();
         for _ in 0..8 {
-            states.record_trap_hit(key("192.0.2.1"));
+            states.record_trap_hit_at(key("192.0.2.1"), start);
         }
-        std::thread::sleep(Duration::from_millis(200));
-        let history = states.history(key("192.0.2.1"));
-        assert_eq!(history.trap_hits, 8);
-        // Two half-lives (and a little scheduling slack): about 2 left of 8.
-        assert!(history.trap_score < 2.2 && history.trap_score > 1.0, "{history:?}");
+        let at = |seconds: u64| states.history_at(key("192.0.2.1"), start + Duration::from_secs(seconds));
+        assert_eq!(at(0).trap_hits, 8);
+        for (seconds, left) in [(60, 4.0), (120, 2.0), (180, 1.0)] {
+            let history = at(seconds);
+            assert!((history.trap_score - left).abs() < 1e-9, "after {seconds} s: {history:?}");
+            // The hits themselves are a count, not a score: they never decay.
+            assert_eq!(history.trap_hits, 8);
+        }
     }
 
     #[test]

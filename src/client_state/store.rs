@@ -292,6 +292,9 @@ impl Store {
             };
             if self.health.load(Ordering::Relaxed) != UP && !self.ping().await {
                 // Down: keep the queue for when it answers again, rather than failing every client.
+                if interval {
+                    self.metrics.store_sync_round(false);
+                }
                 continue;
             }
             // Trap hits at once, everything else once an interval; and only what is queued now,
@@ -315,6 +318,9 @@ impl Store {
                     }
                 });
                 futures_util::future::join_all(round).await;
+            }
+            if interval {
+                self.metrics.store_sync_round(true);
             }
         }
     }

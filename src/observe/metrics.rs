@@ -205,6 +205,7 @@ pub struct Metrics {
     key_directory_fetches: Family<CrawlerLabels, Counter>,
     store_errors: Family<OperationLabels, Counter>,
     store_up: Gauge,
+    store_sync_rounds: Family<OutcomeLabels, Counter>,
     rule_workers: Family<WorkerLabels, Gauge>,
     rule_jobs_queued: Gauge,
     rule_evaluations: Family<LaneLabels, Counter>,
@@ -372,6 +373,12 @@ impl Metrics {
                 "store_up",
                 "1 while the shared client store answers, 0 while it fails or before it first answered (0 without a store)",
                 Gauge::default(),
+            ),
+            store_sync_rounds: register(
+                r,
+                "store_sync_rounds",
+                "The store syncer's interval rounds, by outcome (sent: what was queued was sent, each failure counted in store_errors; down: the store did not answer, and what was queued waits)",
+                Family::default(),
             ),
             rule_workers: register(
                 r,
@@ -664,6 +671,12 @@ impl Metrics {
     /// Sets whether the shared store answers.
     pub fn store_up(&self, up: bool) {
         self.store_up.set(i64::from(up));
+    }
+
+    /// Counts one of the store syncer's interval rounds: `sent` when the store answered.
+    pub fn store_sync_round(&self, sent: bool) {
+        let outcome = if sent { "sent" } else { "down" };
+        self.store_sync_rounds.get_or_create(&OutcomeLabels { outcome }).inc();
     }
 
     /// Counts an evicted client record.
@@ -986,6 +999,7 @@ mod tests {
         metrics.rate_limited(true);
         metrics.store_error("update");
         metrics.store_up(true);
+        metrics.store_sync_round(true);
         metrics.robots("GPTBot", false);
         metrics.robots("CCBot", true);
         metrics.robots_fetch_failed();
@@ -1012,6 +1026,7 @@ mod tests {
             "quagmire_rate_limited_requests_total{network=\"datacenter\"} 1",
             "quagmire_store_errors_total{operation=\"update\"} 1",
             "quagmire_store_up 1",
+            "quagmire_store_sync_rounds_total{outcome=\"sent\"} 1",
             "quagmire_verdicts_total{verdict=\"trap\",rule=\"ai-crawlers\",mode=\"enforce\"} 1",
             "quagmire_decision_duration_seconds_bucket",
             "quagmire_asn_verdicts_total{asn=\"16509\",verdict=\"trap\"} 1",
@@ -1068,6 +1083,6 @@ mod tests {
                 "no sample of {family} is checked"
             );
         }
-        assert_eq!(families.len(), 45, "{families:?}");
+        assert_eq!(families.len(), 46, "{families:?}");
     }
 }

@@ -126,6 +126,12 @@ struct PoolState {
     /// Set by a test to make the next evaluation panic.
     #[cfg(test)]
     panic_next: AtomicBool,
+    /// Set by a test to make the worker that takes the next job die, outside any evaluation.
+    #[cfg(test)]
+    die_next: AtomicBool,
+    /// Jobs a worker has started, for tests that wait for one to be under way.
+    #[cfg(test)]
+    taken: AtomicU64,
 }
 
 /// How many workers a pool has and how busy it is, for metrics.
@@ -159,6 +165,10 @@ impl Pool {
             skipped: AtomicU64::new(0),
             #[cfg(test)]
             panic_next: AtomicBool::new(false),
+            #[cfg(test)]
+            die_next: AtomicBool::new(false),
+            #[cfg(test)]
+            taken: AtomicU64::new(0),
         });
         for _ in 0..workers {
             if let Err(error) = spawn(&shared) {
@@ -187,6 +197,25 @@ impl Pool {
     #[cfg(test)]
     pub(super) fn panic_next_evaluation(&self) {
         self.shared.panic_next.store(true, Ordering::SeqCst);
+    }
+
+    /// Makes the worker that takes the next job panic outside the evaluation's guard, as a bug
+    /// in the worker's own loop would: the thread ends, holding the job.
+    #[cfg(test)]
+    pub(super) fn kill_next_worker(&self) {
+        self.shared.die_next.store(true, Ordering::SeqCst);
+    }
+
+    /// Worker threads started so far, replacements included.
+    #[cfg(test)]
+    pub(super) fn workers_started(&self) -> usize {
+        self.shared.next_id.load(Ordering::SeqCst) - 1
+    }
+
+    /// Jobs workers have started so far.
+    #[cfg(test)]
+    pub(super) fn jobs_taken(&self) -> u64 {
+        self.shared.taken.load(Ordering::SeqCst)
     }
 
     /// Evaluates on a worker; waits asynchronously.
@@ -411,6 +440,10 @@ fn work(guard: WorkerGuard) {
             shared.skipped.fetch_add(1, Ordering::Relaxed);
             continue;
         }
+        #[cfg(test)]
+        if shared.die_next.swap(false, Ordering::SeqCst) {
+            panic!("a test made this rule worker die");
+        }
         let compiled = shared.current.load_full();
         // Building a state for a new ruleset is not the evaluation's time: count from after it.
         evaluator.prepare(&compiled);
@@ -418,6 +451,8 @@ fn work(guard: WorkerGuard) {
         job.progress.worker.store(id, Ordering::SeqCst);
         job.progress.clock.store(clock, Ordering::SeqCst);
         job.progress.started.store(nanos_since_epoch(Instant::now()), Ordering::SeqCst);
+        #[cfg(test)]
+        shared.taken.fetch_add(1, Ordering::SeqCst);
         let evaluated = std::panic::catch_unwind(AssertUnwindSafe(|| {
             #[cfg(test)]
             if shared.panic_next.swap(false, Ordering::SeqCst) {

@@ -284,14 +284,16 @@ async fn a_client_that_walks_the_trap_is_reported_to_crowdsec_once_with_a_decisi
     // A client walks the trap, then its page views are trapped, several times.
     let walker = "203.0.113.66";
     let (_, _, page) = get(&server.trap_url("/start/walk"), "site.example").await;
-    for link in crate::support::hrefs(&page).iter().take(8) {
-        reqwest::Client::new()
-            .get(server.trap_url(link))
-            .header("x-forwarded-for", walker)
-            .send()
-            .await
-            .unwrap();
-    }
+    let links = crate::support::hrefs(&page);
+    let walk = |client: &'static str| {
+        let links = links.iter().take(8).map(|link| server.trap_url(link)).collect::<Vec<_>>();
+        async move {
+            for link in links {
+                reqwest::Client::new().get(link).header("x-forwarded-for", client).send().await.unwrap();
+            }
+        }
+    };
+    walk(walker).await;
     for _ in 0..5 {
         assert_eq!(rule_for(&server, walker).await, "trap-score");
     }
@@ -312,13 +314,26 @@ async fn a_client_that_walks_the_trap_is_reported_to_crowdsec_once_with_a_decisi
     assert_eq!(decisions[0]["type"], "ban");
     assert_eq!(decisions[0]["origin"], "crowdsec");
     until_rule(&server, walker, "trap-score").await;
-    // More trapped verdicts within the hour add no alert.
+    // More trapped verdicts within the hour add no alert. Alerts are sent in order: once a
+    // second walker's alert, made after those verdicts, is in CrowdSec, any second one for the
+    // first walker would be too.
     for _ in 0..5 {
         rule_for(&server, walker).await;
     }
-    tokio::time::sleep(Duration::from_millis(2500)).await;
-    let ours = trap_walker_alerts(&api);
-    assert_eq!(ours.len(), 1, "{ours:?}");
+    let second = "203.0.113.67";
+    walk(second).await;
+    assert_eq!(rule_for(&server, second).await, "trap-score");
+    let started = Instant::now();
+    let ours = loop {
+        let ours = trap_walker_alerts(&api);
+        if ours.iter().any(|alert| alert["source"]["value"] == second) {
+            break ours;
+        }
+        assert!(started.elapsed() < Duration::from_secs(30), "no alert for the second walker after 30 s");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    let first: Vec<_> = ours.iter().filter(|alert| alert["source"]["value"] == walker).collect();
+    assert_eq!(first.len(), 1, "{ours:?}");
 }
 
 /// The alerts with quagmire's trap-walker scenario that `cscli alerts list` shows (it prints

@@ -189,9 +189,19 @@ async fn replaying_traefiks_json_log_gives_the_live_verdicts() {
     let addresses = [site.address, site.server.verdict, site.server.trap, site.origin];
     let proxy = start_traefik(&binary, "transparent.yml", &dynamic, addresses, &access_log).await;
     // start_traefik waits for the router with requests of its own, some answered by Traefik
-    // alone (no router yet, no verdict asked): the replay takes the lines after them.
-    tokio::time::sleep(Duration::from_millis(300)).await;
-    let before = std::fs::read_to_string(log).unwrap_or_default().lines().count();
+    // alone (no router yet, no verdict asked), whose lines may still be on their way: the
+    // replay takes the lines after a marker request's, once the marker's is written.
+    let marker = "/replay-starts-after-this-line";
+    client().get(format!("http://{}{marker}", proxy.address)).send().await.unwrap();
+    let started = std::time::Instant::now();
+    let before = loop {
+        let text = std::fs::read_to_string(log).unwrap_or_default();
+        if let Some(at) = text.lines().position(|line| line.contains(marker)) {
+            break at + 1;
+        }
+        assert!(started.elapsed() < Duration::from_secs(30), "the marker's line was never written");
+        std::thread::sleep(Duration::from_millis(50));
+    };
     let sent = drive(&format!("http://{}", proxy.address)).await;
     let text = wait_for_lines(log, before + sent.len());
     let ours: Vec<&str> = text.lines().skip(before).collect();

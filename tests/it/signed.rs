@@ -185,7 +185,9 @@ async fn a_directory_that_is_down_or_silent_leaves_signatures_pending_and_verdic
         }
     });
     let dir = tempfile::tempdir().unwrap();
-    let server = start(dir.path(), "    verdict-wait-ms 100\n    timeout-ms 1000");
+    let server = start(dir.path(), "    verdict-wait-ms 100\n    timeout-ms 20000");
+    // A verdict that waited for the silent directory would take its 20 s timeout: one answered
+    // in half of that did not wait, however busy the machine.
     let mut slowest = Duration::ZERO;
     for address in [closed, silent_address, closed, silent_address] {
         let signed = agent.sign(&format!("http://{address}"), "/", 5, 300);
@@ -193,7 +195,7 @@ async fn a_directory_that_is_down_or_silent_leaves_signatures_pending_and_verdic
         assert_eq!((status, rule.as_str()), (200, "pending"), "{address}");
         slowest = slowest.max(took);
     }
-    assert!(slowest < Duration::from_millis(600), "a verdict took {slowest:?}");
+    assert!(slowest < Duration::from_secs(10), "a verdict took {slowest:?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -277,7 +279,18 @@ async fn a_signature_agent_naming_loopback_in_any_spelling_causes_no_connection(
         let (status, rule, _) = ask(&server, "/", &agent.sign(agent_url, "/", 5, 300)).await;
         assert_eq!((status, rule.as_str()), (200, "pending"), "{agent_url}");
     }
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    // Every fetch was tried and ended (refused before it connected), so the count of
+    // connections below is final, not early.
+    let metrics = format!("http://127.0.0.1:{admin_port}/metrics");
+    let failed = |text: &str| {
+        text.lines()
+            .find_map(|line| line.strip_prefix("quagmire_key_directory_fetches_total{check=\"failed\"} "))
+            .map_or(0, |n| n.parse::<usize>().unwrap())
+    };
+    crate::support::eventually("a failed fetch for every forged agent", || async {
+        failed(&crate::support::get(&metrics, "localhost").await.2) >= agents.len()
+    })
+    .await;
     assert_eq!(connections.load(Ordering::SeqCst), 0, "a forged Signature-Agent reached loopback");
     let log = server.new_log_lines().join("\n");
     assert!(!log.contains("panicked"), "{log}");

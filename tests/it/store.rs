@@ -9,7 +9,8 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use crate::support::{
-    Server, attribute, get, header, holds_within, quagmire, require_program, solve, verdict, write_file,
+    Server, attribute, eventually, get, header, holds_within, quagmire, require_program, solve, verdict,
+    write_file,
 };
 
 const CHROME: &str = "Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/130.0.0.0 Safari/537.36";
@@ -197,6 +198,25 @@ async fn metrics(server: &Server) -> String {
     get(&format!("http://{}/metrics", server.verdict), "localhost").await.2
 }
 
+/// The store syncer's interval rounds on `server` so far, whatever their outcome.
+async fn sync_rounds(server: &Server) -> u64 {
+    metrics(server)
+        .await
+        .lines()
+        .filter(|line| line.starts_with("quagmire_store_sync_rounds_total{"))
+        .filter_map(|line| line.rsplit(' ').next()?.parse::<u64>().ok())
+        .sum()
+}
+
+/// Waits until each of `servers` has run `rounds` more interval rounds of its store syncer: what
+/// they had queued when this was called has been sent (or found the store down).
+async fn after_sync_rounds(servers: &[&Server], rounds: u64) {
+    for server in servers {
+        let target = sync_rounds(server).await + rounds;
+        eventually("the store syncer's rounds", || async { sync_rounds(server).await >= target }).await;
+    }
+}
+
 #[tokio::test]
 async fn a_client_that_walked_the_trap_on_one_replica_is_trapped_by_the_other_and_after_restarts() {
     let Some(redis) = Redis::start() else { return };
@@ -300,7 +320,7 @@ async fn with_the_store_stopped_or_hung_verdicts_answer_from_local_state_and_sha
             .await,
         "B never saw the hits A recorded while the store was down"
     );
-    assert!(a.new_log_lines().iter().any(|line| line.contains("answers again")));
+    a.log_lines_until("saying the store answers again", |line| line.contains("answers again"));
     assert!(metrics(&a).await.contains("quagmire_store_up 1"));
 
     // Hung (accepting, never answering): verdicts still keep to the budget.
@@ -335,8 +355,9 @@ async fn concurrent_trap_hits_on_two_replicas_add_up_exactly() {
         "hits in the store: {} of {expected}",
         hits()
     );
-    // And none counted twice once everything has settled.
-    tokio::time::sleep(Duration::from_millis(600)).await;
+    // And none counted twice once everything has settled: two more rounds on each replica send
+    // whatever either still held.
+    after_sync_rounds(&[&a, &b], 2).await;
     assert_eq!(hits(), expected);
     let listed = trapped(&a).await;
     assert_eq!(listed[0]["trap_hits"], 2 * 4 * PER_TASK as u64, "{listed:?}");
@@ -479,7 +500,7 @@ async fn a_store_that_answers_ping_but_refuses_writes_is_down_and_says_so_a_boun
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     // Then idle for a few sync rounds.
-    tokio::time::sleep(Duration::from_secs(3)).await;
+    after_sync_rounds(&[&a], 3).await;
     let text = metrics(&a).await;
     assert!(text.contains("quagmire_store_up 0"), "{text}");
     let lines: Vec<String> =

@@ -112,6 +112,28 @@ impl Server {
         self.log.lock().unwrap().try_iter().collect()
     }
 
+    /// The log lines written from now until one for which `until` holds (that one included),
+    /// waiting for it up to [`EVENTUALLY`]: a line the service writes after the event a test
+    /// saw is awaited, not read too early.
+    pub fn log_lines_until(&self, what: &str, until: impl Fn(&str) -> bool) -> Vec<String> {
+        let started = std::time::Instant::now();
+        let log = self.log.lock().unwrap();
+        let mut lines = Vec::new();
+        loop {
+            let left = EVENTUALLY.saturating_sub(started.elapsed());
+            match log.recv_timeout(left) {
+                Ok(line) => {
+                    let done = until(&line);
+                    lines.push(line);
+                    if done {
+                        return lines;
+                    }
+                }
+                Err(_) => panic!("no log line {what} within {EVENTUALLY:?}: {lines:#?}"),
+            }
+        }
+    }
+
     /// Waits up to `timeout` for the process to exit; its status, or `None` if still running.
     pub fn wait_exit(&mut self, timeout: Duration) -> Option<std::process::ExitStatus> {
         let deadline = std::time::Instant::now() + timeout;

@@ -151,15 +151,18 @@ async fn drip_sends_the_same_page_slowly_and_only_up_to_the_cap() {
     let minimum = (page.len() / 1024 - 1) as f64 * (1024.0 / 16384.0);
     assert!(elapsed >= minimum, "{elapsed:.3}s for {} bytes", page.len());
 
-    // With the one drip slot taken, a second page goes out whole.
-    let hold = tokio::spawn({
-        let url = slow.trap_url("/held");
-        async move { get(&url, "example.org").await }
-    });
-    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    // With the one drip slot taken (the held page has begun dripping: its headers are out and
+    // its body is not read), a second page goes out whole.
+    let held = reqwest::Client::new()
+        .get(slow.trap_url("/held"))
+        .header("host", "example.org")
+        .send()
+        .await
+        .unwrap();
+    assert!(held.headers().get("content-length").is_none(), "the first page drips");
     let (_, headers, _) = get(&slow.trap_url("/fast"), "example.org").await;
     assert!(headers.get("content-length").is_some(), "over the cap, pages are sent at once");
-    hold.await.unwrap();
+    held.text().await.unwrap();
 }
 
 #[tokio::test]

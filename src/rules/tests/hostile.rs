@@ -378,7 +378,9 @@ const SORT_SCRIPT: &str = r#"
         { name = "sort", check = function(r)
             if r.path == "/sort" then
                 local numbers = { string.byte(bytes, 1, -1) }
-                table.sort(numbers)
+                -- A C comparator: the sort never returns to Lua, so no hook sees it, and each
+                -- comparison is a call, which makes the one C call long enough to be stuck.
+                table.sort(numbers, math.ult)
             end
             return "allow", "ok"
         end },
@@ -450,6 +452,34 @@ fn a_panicking_evaluation_gets_the_fail_mode_and_leaves_the_pool_at_full_strengt
 }
 
 #[test]
+fn a_worker_that_dies_holding_a_request_gets_it_the_fail_mode_and_is_replaced() {
+    let rules = rules_with(
+        r#"return { { name = "ok", check = function(r) return "allow", "ok" end } }"#,
+        FailMode::Closed,
+        Limits { time: Duration::from_secs(2), ..limits() },
+    )
+    .unwrap();
+    for death in 1..=3 {
+        let started_before = rules.pool.workers_started();
+        rules.pool.kill_next_worker();
+        // The thread ends with the request in hand: its caller learns at once that no answer
+        // comes, and gets the fail mode.
+        let decision = rules.evaluate(&Request::browser(CHROME).facts());
+        assert_eq!(decision.verdict, Verdict::Trap, "death {death}: {decision:?}");
+        assert!(decision.reason.contains("did not finish"), "death {death}: {decision:?}");
+        // A new thread takes the dead one's place (the pool has one worker, so it is the one
+        // that answers next), and the pool is whole again.
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while (rules.pool_stats().active, rules.pool.workers_started()) != (1, started_before + 1) {
+            assert!(Instant::now() < deadline, "death {death}: not replaced: {:?}", rules.pool_stats());
+            std::thread::yield_now();
+        }
+        assert_eq!(rules.evaluate(&Request::browser(CHROME).facts()).reason, "ok", "death {death}");
+        assert_eq!(rules.pool_stats().abandoned, 0, "death {death}");
+    }
+}
+
+#[test]
 fn looping_rules_under_fail_open_share_one_budget() {
     let script = r#"return {
         { name = "spin-1", check = function(r) while true do end end },
@@ -496,14 +526,14 @@ async fn a_verdict_whose_caller_went_away_is_not_evaluated() {
         let rules = rules.clone();
         async move { rules.run(slow, RunRules::Inline, false).await.0 }
     });
-    // The one worker is busy with the slow request once the inline lane has given it up and the
-    // queue is empty again; this one waits in the queue and its caller gives up, as a proxy that
-    // timed out would. (Waiting a fixed time instead was too short on a busy machine.)
-    while rules.inline_stats().escalated == 0 || rules.pool_stats().queued > 0 {
+    // The one worker is busy once it has started the slow request (the inline lane gave it
+    // up); this one waits in the queue and its caller gives up, as a proxy that timed out would.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while rules.pool.jobs_taken() == 0 {
         assert!(!busy.is_finished(), "the slow request was answered before it reached the worker");
-        tokio::time::sleep(Duration::from_millis(5)).await;
+        assert!(Instant::now() < deadline, "no worker started the slow request: {:?}", rules.pool_stats());
+        tokio::time::sleep(Duration::from_millis(1)).await;
     }
-    tokio::time::sleep(Duration::from_millis(20)).await;
     let gave_up = tokio::time::timeout(
         Duration::from_millis(30),
         rules.run(Arc::new(Request::browser(CHROME).facts()), RunRules::Worker, false),
