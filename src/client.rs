@@ -397,7 +397,7 @@ mod tests {
     }
 
     #[test]
-    fn issue_13_every_forwarded_for_line_is_one_list_in_order() {
+    fn every_forwarded_for_line_is_one_list_in_order() {
         // HAProxy's `option forwardfor` adds its own line after the one the client sent.
         let haproxy = [("x-forwarded-for", "6.6.6.6"), ("x-forwarded-for", "203.0.113.9")];
         assert_eq!(client(PROXY, &haproxy), ip("203.0.113.9"));

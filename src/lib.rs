@@ -5,13 +5,15 @@
 //! that look like an ordinary site, each linking to more of them through URLs that only this
 //! secret can mint and recognise.
 //!
-//! The verdict flow: [`http::verdict`] → [`verdict::decide`] ([`client`] identity, [`geo`]
-//! enrichment, [`client_state`] history, [`rules`]) → response.
+//! The verdict flow: [`http::verdict`] → [`verdict::decide`] ([`client`] identity, [`enrich`]
+//! (ASN, country, the owner's tools), [`client_state`] history, [`verify`] (crawlers,
+//! signatures, robots.txt, CrowdSec), [`facts`], [`rules`]) → response.
 //!
-//! The trap flow: [`http::trap`] → [`generator`] (with [`generator::markov`] and
-//! [`generator::html`]) → page, linking to URLs from [`trap_url`]. [`lists_update`] keeps the
-//! crawler lists fresh. Everything is built once by
-//! [`app::App::build`] from a [`config::Config`] before any port is bound. See ARCHITECTURE.md.
+//! The trap flow: [`http::trap`] → [`trap::generator`] (with [`trap::generator::markov`] and
+//! [`trap::generator::html`]) → page, linking to URLs from [`trap::urls`]. [`lists::update`]
+//! keeps the crawler lists fresh; [`service`] runs the listeners and the background tasks; the
+//! leaf helpers are in [`support`]. Everything is built once by [`app::App::build`] from a
+//! [`config::Config`] before any port is bound. See ARCHITECTURE.md.
 
 #![warn(unreachable_pub)]
 

@@ -16,12 +16,14 @@
 mod driver;
 mod helpers;
 mod inline;
+mod kept;
 mod lua;
 mod patterns;
 mod pool;
 mod report;
 mod seal;
 mod watchdog;
+mod wire;
 
 use std::borrow::Cow;
 use std::collections::HashMap;
@@ -408,7 +410,7 @@ impl Rules {
     /// waits for it, as nobody else is.
     fn evaluate_here(&self, facts: &Facts) -> Decision {
         let compiled = self.current.load();
-        lua::on_this_thread(self.owner(), lua::Lane::Full, |kept| {
+        kept::on_this_thread(self.owner(), lua::Lane::Full, |kept| {
             kept.evaluator.evaluate(&compiled, facts, false).0
         })
     }

@@ -67,7 +67,7 @@ end
 -- Fields the default rules rarely read are cut from the text on first use, then kept until the
 -- next request clears them.
 local ends, shown = {}, 0
--- The fields a request may lack, by their bit in `shown` (lua.rs, `shown`): a read of one the
+-- The fields a request may lack, by their bit in `shown` (wire.rs, `shown`): a read of one the
 -- request lacks is answered nil at once (a nil is never kept in `request`, so each read of it
 -- comes back here).
 local OPTIONAL = {
@@ -77,7 +77,7 @@ local OPTIONAL = {
 -- The robots.txt and signature checks, by their numbers in `shown`.
 local ROBOTS = { [0] = "none", "allowed", "disallowed" }
 local SIGNATURES = { [0] = "unsigned", "verified", "invalid", "pending" }
--- Why a pass is burned, by lua.rs's `burn_code`.
+-- Why a pass is burned, by wire.rs's `burn_code`.
 local BURNS = { "trap_hits", "networks", "pages" }
 -- How an owner's tool proved it (r.owner_tool), by its code in bits 58 and 59 of `packed`.
 local OWNER_PROOFS = { "header", "address" }

@@ -13,6 +13,8 @@ use std::ffi::c_int;
 
 use mlua::{Function, Lua, ffi};
 
+use super::wire::Request;
+
 /// The driver's source. A request crosses from Rust into Lua once, not once per rule. The chunk
 /// takes the rules' check functions and the sandbox's `reset` (which forgets the globals the last
 /// request wrote), and returns four functions:
@@ -31,24 +33,6 @@ pub(super) const SOURCE: &str = include_str!("driver.lua");
 pub(super) const CODE_TRAP: u8 = 2;
 /// The driver's code for a challenge verdict.
 pub(super) const CODE_CHALLENGE: u8 = 3;
-
-/// A request as `evaluate` takes it.
-pub(super) struct Request<'a> {
-    /// Whether to record every rule's result (see `last_trace`).
-    pub(super) tracing: bool,
-    /// The request's text fields back to back, then its headers (see `lua::fill_blob`).
-    pub(super) text: &'a str,
-    /// The end offset of each field in `text`.
-    pub(super) ends: [usize; 16],
-    pub(super) trap_hits: u64,
-    pub(super) trap_score: f64,
-    pub(super) request_rate: f64,
-    /// Flags and the ASN (see `lua::run`).
-    pub(super) packed: i64,
-    /// Which optional fields the request has, and its robots.txt and signature checks (see
-    /// `lua::shown`).
-    pub(super) shown: i64,
-}
 
 /// Why a call into the driver failed: the error's text, and whether Lua ran out of memory (a
 /// status of its own, which no rule can raise).
@@ -252,7 +236,7 @@ mod tests {
         let request = Request {
             tracing: false,
             text: "",
-            ends: [0; 16],
+            ends: [0; super::super::wire::FIELDS],
             trap_hits: 0,
             trap_score: 0.0,
             request_rate: 0.0,
@@ -272,7 +256,7 @@ mod tests {
         }
         assert_eq!(&parameters[..5], ["tracing", "text", "proto", "path", "user_agent"]);
         assert_eq!(
-            &parameters[first + 16..],
+            &parameters[first + super::super::wire::FIELDS..],
             ["trap_hits", "trap_score", "request_rate", "packed", "optional"]
         );
     }

@@ -30,7 +30,8 @@ use std::sync::LazyLock;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use super::lua::{self, Evaluator, Lane};
+use super::kept;
+use super::lua::{Evaluator, Lane};
 use super::{Compiled, Decision};
 use crate::facts::Facts;
 use crate::vocabulary::FailureKind;
@@ -94,7 +95,7 @@ impl InlineLane {
             }
             self.shut_until.store(0, Ordering::Relaxed);
         }
-        let outcome = lua::on_this_thread(owner, Lane::Inline, |state| {
+        let outcome = kept::on_this_thread(owner, Lane::Inline, |state| {
             if state.refused == compiled.generation {
                 return Outcome::NotBuilt;
             }

@@ -51,7 +51,7 @@ mod tests {
     }
 
     #[test]
-    fn issue_13_a_long_field_is_cut_and_says_how_much_is_missing() {
+    fn a_long_field_is_cut_and_says_how_much_is_missing() {
         let uri = format!("/{}", "a".repeat(380 * 1024));
         let logged = clipped(&uri).to_string();
         assert_eq!(logged, format!("{}…(+{} bytes)", &uri[..MAX_LOG_FIELD], uri.len() - MAX_LOG_FIELD));

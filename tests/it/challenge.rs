@@ -540,7 +540,7 @@ async fn the_answer_path_redirects_only_within_the_site_and_sets_a_pass_once() {
 /// Chromium driven as a crawler from a datacenter address with the default config, answering
 /// challenges and fetching pages as fast as it can: it reads nothing before it pays, and pays
 /// again for every burst of page views (8): a pass read faster than its pace is asked again,
-/// never trapped for it (issue 39; what it pays by the hundred is the pass economy's, in
+/// never trapped for it (what it pays by the hundred is the pass economy's, in
 /// `passes_past_a_datacenter_networks_burst_wait_their_turn`).
 #[tokio::test]
 async fn a_real_browser_crawling_from_a_datacenter_pays_again_for_every_burst() {

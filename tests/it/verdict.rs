@@ -163,7 +163,7 @@ async fn forwarded_headers_from_untrusted_peers_are_ignored() {
 }
 
 #[tokio::test]
-async fn issue_13_a_proxy_that_appends_its_own_forwarded_for_line_names_the_client() {
+async fn a_proxy_that_appends_its_own_forwarded_for_line_names_the_client() {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("asn.mmdb");
     write_asn_db(&db, &[("203.0.113.0/24", 16509, "Amazon.com, Inc.")]);
