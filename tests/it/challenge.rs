@@ -255,7 +255,10 @@ impl Browser {
         let deadline = Instant::now() + within;
         loop {
             let source = self.source().await;
-            if !is_challenge(&source) {
+            // Between the challenge and the page (the answer's reload, the no-script wait's
+            // refresh) the document is briefly empty: that is not past it yet.
+            let between = source.trim().is_empty() || source.replace(char::is_whitespace, "") == BLANK;
+            if !is_challenge(&source) && !between {
                 return source;
             }
             assert!(Instant::now() < deadline, "still on the challenge page after {within:?}:\n{source}");
@@ -287,6 +290,9 @@ impl Drop for Browser {
 fn is_challenge(source: &str) -> bool {
     source.contains("quagmire-challenge")
 }
+
+/// What a browser shows of a document that has not loaded anything yet.
+const BLANK: &str = "<html><head></head><body></body></html>";
 
 fn is_origin(source: &str, page: u32) -> bool {
     source.contains(&format!("<h1>origin page {page}</h1>"))
