@@ -98,6 +98,9 @@ pub(crate) async fn watch(app: Arc<App>, lists_written: Arc<Notify>) {
         };
         let known_before = known.clone();
         let checked = off_workers(&app, move |app| {
+            // Read before the reload, whatever asked for it: a file written while it runs is
+            // newer than what is kept here, so the next poll loads it (an edit saved during a
+            // SIGHUP's reload was lost when the times were read after it).
             let now = modification_times(&watched_files(app));
             if let Some(why) = asked {
                 reload_rules(app, why);
@@ -107,7 +110,7 @@ pub(crate) async fn watch(app: Arc<App>, lists_written: Arc<Notify>) {
                 reload_robots(app, "a watched file changed");
             }
             reload_geo(app);
-            if asked.is_some() { modification_times(&watched_files(app)) } else { now }
+            now
         })
         .await;
         if let Some(now) = checked {
@@ -127,10 +130,15 @@ async fn off_workers<T: Send + 'static>(
     tokio::task::spawn_blocking(move || work(&app)).await.ok()
 }
 
-fn modification_times(files: &[PathBuf]) -> HashMap<PathBuf, Option<SystemTime>> {
+/// Each file's modification time and length: the length too, because two writes within one
+/// tick of the file system's clock (a few milliseconds) leave the same time.
+fn modification_times(files: &[PathBuf]) -> HashMap<PathBuf, Option<(SystemTime, u64)>> {
     files
         .iter()
-        .map(|path| (path.clone(), std::fs::metadata(path).and_then(|meta| meta.modified()).ok()))
+        .map(|path| {
+            let seen = std::fs::metadata(path).and_then(|meta| Ok((meta.modified()?, meta.len())));
+            (path.clone(), seen.ok())
+        })
         .collect()
 }
 
