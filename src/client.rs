@@ -131,6 +131,27 @@ impl ClientKey {
         ClientKey { family: Family::Pass, bits: id, prefix: 128 }
     }
 
+    /// The key as two words and a tag (family and prefix), for tables that keep millions of keys:
+    /// 18 bytes where the key itself takes 32.
+    pub(crate) fn to_parts(self) -> ([u64; 2], u16) {
+        let family = match self.family {
+            Family::V4 => 0,
+            Family::V6 => 1,
+            Family::Pass => 2,
+        };
+        ([(self.bits >> 64) as u64, self.bits as u64], family << 8 | u16::from(self.prefix))
+    }
+
+    /// A key back from [`ClientKey::to_parts`].
+    pub(crate) fn from_parts(bits: [u64; 2], tag: u16) -> ClientKey {
+        let family = match tag >> 8 {
+            0 => Family::V4,
+            1 => Family::V6,
+            _ => Family::Pass,
+        };
+        ClientKey { family, bits: u128::from(bits[0]) << 64 | u128::from(bits[1]), prefix: tag as u8 }
+    }
+
     /// Whether this key is `address` itself (a full-length prefix), so its text is the address's.
     /// An IPv4-mapped IPv6 address is not: its text differs from its key's.
     pub fn is_address(&self, address: IpAddr) -> bool {

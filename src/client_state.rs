@@ -1,12 +1,15 @@
 //! What quagmire remembers about each client: trap hits with time decay and request rate.
 //!
-//! A bounded moka cache maps a [`ClientKey`] to a small record, so memory stays bounded however
-//! many clients there are (the least useful records are evicted). Each record has its own lock;
-//! nothing here takes a global lock. The trap score decays exponentially with a configurable
-//! half-life, so a burst of trap hits counts far more than the same hits spread over a week.
+//! A bounded table ([`table`]) maps a [`ClientKey`] to a compact record, so memory stays small
+//! and bounded however many clients there are: about a hundred bytes a client, all counted, and
+//! a flood of one-page visitors evicts its own kind before any client with trap hits. Each
+//! shard of the table has its own lock; nothing here takes a global lock. The trap score decays
+//! exponentially with a configurable half-life, so a burst of trap hits counts far more than the
+//! same hits spread over a week.
 //!
-//! Clients with trap hits are also kept in a second, smaller cache, so that the admin views
-//! (`/api/trapped`, the clients-over-threshold gauge) walk only them, never every record.
+//! What only the admin views show (a client's user agent and AS organisation) is kept for
+//! clients with trap hits, the ones those views list; they are also kept in a second, smaller
+//! index, so that the views (`/api/trapped`, the clients-over-threshold gauge) walk only them.
 //!
 //! With a shared store configured ([`store`]), these records are its near cache: each also
 //! holds the store's last view of the client and what this replica saw since, and a client's
@@ -14,8 +17,9 @@
 
 mod near_cache;
 pub(crate) mod store;
+mod table;
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
 use moka::sync::Cache;
@@ -26,6 +30,7 @@ use near_cache::SharedView;
 #[cfg(test)]
 use near_cache::View;
 use store::{Store, StoreConfig};
+use table::Table;
 
 /// Settings for the per-client records.
 #[derive(Clone, Debug, PartialEq)]
@@ -69,7 +74,7 @@ pub(crate) struct ClientSnapshot {
     pub first_seen: SystemTime,
     /// When it was last seen.
     pub last_seen: SystemTime,
-    /// The user agent of its last verdict request.
+    /// The user agent of its last request since its first trap hit.
     pub last_user_agent: String,
     /// Its ASN, if known.
     pub asn: Option<u32>,
@@ -79,9 +84,9 @@ pub(crate) struct ClientSnapshot {
 
 /// All client records.
 pub(crate) struct ClientStates {
-    cache: Cache<ClientKey, Arc<Record>, KeyHasher>,
-    /// The records with trap hits (the same `Arc`s as in `cache`), bounded by [`TRAPPED_CAPACITY`].
-    trapped: Cache<ClientKey, Arc<Record>, KeyHasher>,
+    table: Arc<Table>,
+    /// The clients with trap hits, bounded by [`TRAPPED_CAPACITY`]: what the admin views walk.
+    trapped: Cache<ClientKey, (), KeyHasher>,
     config: ClientStateConfig,
     quota: Quota,
     store: Option<Arc<Store>>,
@@ -89,52 +94,70 @@ pub(crate) struct ClientStates {
 
 /// A request quota as GCRA: one request may arrive every `interval`, with a burst of `burst`.
 /// Checked at the request's own time (a log line's, in a replay), not the wall clock's, which is
-/// why it is not one of governor's limiters: those read their own clock.
+/// why it is not one of governor's limiters: those read their own clock. Times are the table's
+/// ticks (nanoseconds).
 #[derive(Clone, Copy, Debug)]
 struct Quota {
-    interval: Duration,
+    interval: u64,
     /// How far the theoretical arrival time may run ahead of now: `interval × (burst − 1)`.
-    tolerance: Duration,
+    tolerance: u64,
 }
 
 impl Quota {
     /// `requests` a minute, `burst` of them at once.
     fn new(requests: u32, burst: u32) -> Quota {
-        let interval = Duration::from_secs(60) / requests.max(1);
-        Quota { interval, tolerance: interval * (burst.max(1) - 1) }
+        let interval = 60_000_000_000 / u64::from(requests.max(1));
+        Quota { interval, tolerance: interval * u64::from(burst.max(1) - 1) }
     }
 
     /// Whether a request at `now` is over the quota; a request within it moves `due` (the
     /// theoretical arrival time) on by one interval.
-    fn over(&self, due: &mut Instant, now: Instant) -> bool {
-        if due.saturating_duration_since(now) > self.tolerance {
+    fn over(&self, due: &mut u64, now: u64) -> bool {
+        if self.ahead(*due, now) {
             return true;
         }
         *due = (*due).max(now) + self.interval;
         false
     }
+
+    /// Whether `due` runs further ahead of `now` than the burst allows.
+    fn ahead(&self, due: u64, now: u64) -> bool {
+        due.saturating_sub(now) > self.tolerance
+    }
 }
 
-/// One client's record (shared with the store's syncer).
+/// One client's record: 64 bytes, beside its key in the table. Times are the table's ticks, or
+/// whole seconds of the Unix epoch for the admin view's first and last seen.
 pub(crate) struct Record {
-    inner: Mutex<Inner>,
-}
-
-struct Inner {
-    trap_hits: u64,
+    trap_hits: u32,
+    /// 0 when not known (AS 0 is reserved, never announced).
+    asn: u32,
+    first_seen: u32,
+    last_seen: u32,
     trap_score: f64,
     request_rate: f64,
-    updated: Instant,
+    updated: u64,
     /// The quota's theoretical arrival time (see [`Quota`]).
-    quota_due: Instant,
-    first_seen: SystemTime,
-    last_seen: SystemTime,
-    /// Longer user agents are cut, so a record stays small.
-    last_user_agent: String,
-    asn: Option<u32>,
-    asn_org: Option<Box<str>>,
+    quota_due: u64,
+    /// With trap hits only: what the admin views show.
+    detail: Option<Box<Detail>>,
     /// With a store only (boxed: records without one stay small).
     shared: Option<Box<SharedView>>,
+}
+
+/// What the admin views show of a trapped client.
+#[derive(Default)]
+struct Detail {
+    /// Cut to [`USER_AGENT_BYTES`].
+    user_agent: Box<str>,
+    asn_org: Option<Box<str>>,
+}
+
+/// A moment as the records need it: the instant, and the table's ticks for it.
+#[derive(Clone, Copy)]
+struct At {
+    instant: Instant,
+    ticks: u64,
 }
 
 /// Bytes of a client's last user agent kept for the admin view.
@@ -142,7 +165,7 @@ const USER_AGENT_BYTES: usize = 256;
 
 /// Most trapped clients kept for the admin views. Walking them costs about a millisecond; when a
 /// spray of addresses traps more, the least recently trapped are dropped from the views (never
-/// from `cache`, so verdicts still see their history).
+/// from the table, so verdicts still see their history).
 pub(crate) const TRAPPED_CAPACITY: u64 = 10_000;
 
 /// Half-life of a request's weight in `request_rate`.
@@ -151,21 +174,13 @@ const RATE_HALF_LIFE: Duration = Duration::from_secs(60);
 impl ClientStates {
     /// An empty set of records; `on_evict` runs for each record dropped for capacity or idleness.
     pub(crate) fn new(config: ClientStateConfig, on_evict: impl Fn() + Send + Sync + 'static) -> Self {
-        let cache = Cache::builder()
-            .max_capacity(config.capacity)
-            .time_to_idle(config.idle_timeout)
-            .eviction_listener(move |_key, _record, cause| {
-                if cause.was_evicted() {
-                    on_evict();
-                }
-            })
-            .build_with_hasher(KeyHasher::default());
+        let table = Arc::new(Table::new(config.capacity, config.idle_timeout, on_evict));
         let trapped = Cache::builder()
             .max_capacity(TRAPPED_CAPACITY.min(config.capacity))
             .time_to_idle(config.idle_timeout)
             .build_with_hasher(KeyHasher::default());
         let quota = Quota::new(config.requests_per_minute, config.request_burst);
-        ClientStates { cache, trapped, config, quota, store: None }
+        ClientStates { table, trapped, config, quota, store: None }
     }
 
     /// These records as the near cache of `store` (which [`ClientStates::run_store`] connects).
@@ -187,7 +202,7 @@ impl ClientStates {
     /// Connects the store and sends updates until dropped; `None` without a store.
     pub(crate) fn run_store(&self) -> Option<impl Future<Output = ()> + Send + 'static> {
         let store = self.store.clone()?;
-        Some(store.run(self.cache.clone()))
+        Some(store.run(self.table.clone()))
     }
 
     /// With a store: sends every client's unsent requests and trap hits now, waiting at most
@@ -198,14 +213,9 @@ impl ClientStates {
         if !store.usable() {
             return 0;
         }
-        let unsent: Vec<(ClientKey, Arc<Record>)> = self
-            .cache
-            .iter()
-            .filter(|(_, record)| record.has_unsent())
-            .map(|(key, record)| (*key, record))
-            .collect();
+        let unsent = self.table.keys_where(Record::has_unsent);
         let count = unsent.len();
-        let sends = unsent.iter().map(|(key, record)| store.sync(*key, record, false));
+        let sends = unsent.iter().map(|key| store.sync(*key, &self.table, false));
         let _ = tokio::time::timeout(store.config().wait, futures_util::future::join_all(sends)).await;
         count
     }
@@ -219,26 +229,30 @@ impl ClientStates {
         if !store.usable() {
             return None;
         }
-        let record = self.cache.get(&key)?;
-        if !record.needs_refresh(config.sync * 2) {
+        if !self.table.get(key, |record| record.needs_refresh(config.sync * 2))? {
             return None;
         }
         let permit = store.refresh_permit()?;
         let wait = config.wait;
         let updating = {
-            let (store, record) = (store.clone(), record.clone());
+            let (store, table) = (store.clone(), self.table.clone());
             // Spawned, so an update the verdict stops waiting for still completes and is kept.
             tokio::spawn(async move {
-                store.sync(key, &record, true).await;
+                store.sync(key, &table, true).await;
                 drop(permit);
             })
         };
         let _ = tokio::time::timeout(wait, updating).await;
-        let mut inner = record.inner.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-        let now = Instant::now();
-        inner.decay(now, &self.config);
-        let history = inner.current(now, &self.config);
+        let now = self.at(Instant::now());
+        let history = self.table.get(key, |record| {
+            record.decay(now.ticks, &self.config);
+            record.current(now, &self.config)
+        })?;
         Some(History { rate_limited: history.rate_limited || observed.rate_limited, ..history })
+    }
+
+    fn at(&self, instant: Instant) -> At {
+        At { instant, ticks: self.table.clock().ticks(instant) }
     }
 
     /// Records a request from `key` and returns its history including this request.
@@ -257,70 +271,78 @@ impl ClientStates {
         geo: &GeoInfo,
         now: Instant,
     ) -> History {
-        let record = self.record(key, now);
-        let mut inner = record.inner.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-        let rate_limited = self.quota.over(&mut inner.quota_due, now);
-        inner.decay(now, &self.config);
-        inner.request_rate += 1.0;
-        inner.last_seen = SystemTime::now();
-        let user_agent = crate::support::log_field::head(user_agent, USER_AGENT_BYTES);
-        if inner.last_user_agent != user_agent {
-            inner.last_user_agent.clear();
-            inner.last_user_agent.push_str(user_agent);
-        }
-        if inner.asn != geo.asn {
-            inner.asn = geo.asn;
-            inner.asn_org = geo.asn_org.as_deref().map(Box::from);
-        }
-        if let Some(store) = &self.store {
-            let shared = inner.shared.get_or_insert_with(Box::default);
-            shared.unsent.requests = shared.unsent.requests.saturating_add(1);
-            if !shared.queued {
-                shared.queued = store.enqueue(key);
-            }
-        }
-        let history = inner.current(now, &self.config);
-        History { rate_limited: rate_limited || history.rate_limited, ..history }
+        let now = self.at(now);
+        let seconds = unix_seconds();
+        self.table.get_or_insert(
+            key,
+            || Record::new(now.ticks, seconds),
+            |record| {
+                let rate_limited = self.quota.over(&mut record.quota_due, now.ticks);
+                record.decay(now.ticks, &self.config);
+                record.request_rate += 1.0;
+                record.last_seen = seconds;
+                record.asn = geo.asn.unwrap_or(0);
+                if record.trap_hits > 0 {
+                    record.note(user_agent, geo);
+                }
+                if let Some(store) = &self.store {
+                    record.count_unsent(1, 0, store, key);
+                }
+                let history = record.current(now, &self.config);
+                History { rate_limited: rate_limited || history.rate_limited, ..history }
+            },
+        )
     }
 
     /// Trapped clients whose decayed trap score is at least `threshold` (walks the trapped
     /// clients, at most [`TRAPPED_CAPACITY`]: for scrapes).
     pub(crate) fn count_over(&self, threshold: f64) -> u64 {
-        let now = Instant::now();
+        let now = self.at(Instant::now());
         let mut count = 0;
-        for (_, record) in self.trapped.iter() {
-            let mut inner = record.inner.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-            inner.decay(now, &self.config);
-            count += u64::from(inner.trap_score >= threshold);
+        for (key, ()) in self.trapped.iter() {
+            let over = self.table.get(*key, |record| {
+                record.decay(now.ticks, &self.config);
+                record.trap_score >= threshold
+            });
+            count += u64::from(over == Some(true));
         }
         count
     }
 
-    /// Records a trap hit for `key`.
-    pub(crate) fn record_trap_hit(&self, key: ClientKey) -> History {
-        self.record_trap_hit_at(key, Instant::now())
+    /// Records a trap hit for `key`, made with `user_agent`.
+    pub(crate) fn record_trap_hit(&self, key: ClientKey, user_agent: &str) -> History {
+        let history = self.record_trap_hit_at(key, Instant::now());
+        self.table.get(key, |record| record.note(user_agent, &GeoInfo::default()));
+        history
     }
 
-    /// [`ClientStates::record_trap_hit`] for a hit at `now` (see `observe_request_at`).
+    /// A trap hit for `key` at `now` (see `observe_request_at`); the user agent is the one its
+    /// next request brings.
     pub(crate) fn record_trap_hit_at(&self, key: ClientKey, now: Instant) -> History {
-        let record = self.record(key, now);
-        // Inserted on every hit, so that a record `cache` evicted and made anew replaces the old.
-        self.trapped.insert(key, record.clone());
-        let mut inner = record.inner.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-        inner.decay(now, &self.config);
-        inner.trap_hits += 1;
-        inner.trap_score += 1.0;
-        inner.last_seen = SystemTime::now();
+        let now = self.at(now);
+        let seconds = unix_seconds();
+        // Inserted on every hit, so that the views' index keeps the most recently trapped.
+        self.trapped.insert(key, ());
+        let history = self.table.get_or_insert(
+            key,
+            || Record::new(now.ticks, seconds),
+            |record| {
+                record.decay(now.ticks, &self.config);
+                record.trap_hits = record.trap_hits.saturating_add(1);
+                record.trap_score += 1.0;
+                record.last_seen = seconds;
+                record.detail.get_or_insert_with(Box::default);
+                if let Some(store) = &self.store {
+                    record.count_unsent(0, 1, store, key);
+                }
+                record.current(now, &self.config)
+            },
+        );
         if let Some(store) = &self.store {
-            let shared = inner.shared.get_or_insert_with(Box::default);
-            shared.unsent.hits = shared.unsent.hits.saturating_add(1);
-            if !shared.queued {
-                shared.queued = store.enqueue(key);
-            }
             // Other replicas should see a trap hit soon, not at the next interval.
             store.urgent(key);
         }
-        inner.current(now, &self.config)
+        history
     }
 
     /// The history of `key` without recording anything.
@@ -334,37 +356,40 @@ impl ClientStates {
     /// passes behind one address do not use up the address's quota. `rate_limited` says whether
     /// the address's pass-less traffic is over its quota.
     pub(crate) fn history_at(&self, key: ClientKey, now: Instant) -> History {
-        match self.cache.get(&key) {
-            Some(record) => {
-                let mut inner = record.inner.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-                inner.decay(now, &self.config);
-                let over = inner.quota_due.saturating_duration_since(now) > self.quota.tolerance;
-                let history = inner.current(now, &self.config);
+        let now = self.at(now);
+        self.table
+            .get(key, |record| {
+                record.decay(now.ticks, &self.config);
+                let over = self.quota.ahead(record.quota_due, now.ticks);
+                let history = record.current(now, &self.config);
                 History { rate_limited: over || history.rate_limited, ..history }
-            }
-            None => History::default(),
-        }
+            })
+            .unwrap_or_default()
     }
 
     /// Up to `limit` clients with the highest trap scores (walks the trapped clients, at most
     /// [`TRAPPED_CAPACITY`]).
     pub(crate) fn most_trapped(&self, limit: usize) -> Vec<ClientSnapshot> {
-        let now = Instant::now();
+        let now = self.at(Instant::now());
         let mut all: Vec<ClientSnapshot> = self
             .trapped
             .iter()
-            .filter_map(|(key, record)| {
-                let mut inner = record.inner.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-                inner.decay(now, &self.config);
-                (inner.trap_hits > 0).then(|| ClientSnapshot {
-                    key: *key,
-                    history: inner.history(),
-                    first_seen: inner.first_seen,
-                    last_seen: inner.last_seen,
-                    last_user_agent: inner.last_user_agent.clone(),
-                    asn: inner.asn,
-                    asn_org: inner.asn_org.as_deref().map(str::to_string),
-                })
+            .filter_map(|(key, ())| {
+                self.table
+                    .get(*key, |record| {
+                        record.decay(now.ticks, &self.config);
+                        let detail = record.detail.as_deref();
+                        (record.trap_hits > 0).then(|| ClientSnapshot {
+                            key: *key,
+                            history: record.history(),
+                            first_seen: unix_time(record.first_seen),
+                            last_seen: unix_time(record.last_seen),
+                            last_user_agent: detail.map(|d| d.user_agent.to_string()).unwrap_or_default(),
+                            asn: record.asn(),
+                            asn_org: detail.and_then(|d| d.asn_org.as_deref()).map(str::to_string),
+                        })
+                    })
+                    .flatten()
             })
             .collect();
         all.sort_by(|a, b| b.history.trap_score.total_cmp(&a.history.trap_score));
@@ -374,36 +399,51 @@ impl ClientStates {
 
     /// Records currently held.
     pub(crate) fn len(&self) -> u64 {
-        self.cache.run_pending_tasks();
-        self.cache.entry_count()
-    }
-
-    fn record(&self, key: ClientKey, at: Instant) -> Arc<Record> {
-        self.cache.get_with(key, || {
-            let now = SystemTime::now();
-            Arc::new(Record {
-                inner: Mutex::new(Inner {
-                    trap_hits: 0,
-                    trap_score: 0.0,
-                    request_rate: 0.0,
-                    updated: at,
-                    quota_due: at,
-                    first_seen: now,
-                    last_seen: now,
-                    last_user_agent: String::new(),
-                    asn: None,
-                    asn_org: None,
-                    shared: None,
-                }),
-            })
-        })
+        self.table.len()
     }
 }
 
-impl Inner {
-    fn decay(&mut self, now: Instant, config: &ClientStateConfig) {
-        let elapsed = now.saturating_duration_since(self.updated).as_secs_f64();
-        if elapsed > 0.0 {
+impl Record {
+    fn new(ticks: u64, seconds: u32) -> Record {
+        Record {
+            trap_hits: 0,
+            asn: 0,
+            first_seen: seconds,
+            last_seen: seconds,
+            trap_score: 0.0,
+            request_rate: 0.0,
+            updated: ticks,
+            quota_due: ticks,
+            detail: None,
+            shared: None,
+        }
+    }
+
+    /// Whether an eviction should keep this record over one-page visitors: it has trap hits
+    /// (a crawler in the trap, a burned pass).
+    pub(crate) fn kept(&self) -> bool {
+        self.trap_hits > 0
+    }
+
+    fn asn(&self) -> Option<u32> {
+        (self.asn != 0).then_some(self.asn)
+    }
+
+    /// Keeps `user_agent` (cut) and the AS organisation for the admin views.
+    fn note(&mut self, user_agent: &str, geo: &GeoInfo) {
+        let detail = self.detail.get_or_insert_with(Box::default);
+        let user_agent = crate::support::log_field::head(user_agent, USER_AGENT_BYTES);
+        if !user_agent.is_empty() && *detail.user_agent != *user_agent {
+            detail.user_agent = user_agent.into();
+        }
+        if geo.asn.is_some() && detail.asn_org.as_deref() != geo.asn_org.as_deref() {
+            detail.asn_org = geo.asn_org.as_deref().map(Box::from);
+        }
+    }
+
+    fn decay(&mut self, now: u64, config: &ClientStateConfig) {
+        if now > self.updated {
+            let elapsed = Duration::from_nanos(now - self.updated).as_secs_f64();
             self.trap_score = decayed(self.trap_score, elapsed, config.trap_half_life);
             self.request_rate = decayed(self.request_rate, elapsed, RATE_HALF_LIFE);
             self.updated = now;
@@ -413,12 +453,22 @@ impl Inner {
     /// This replica's own history of the client (the local fields, decayed).
     fn history(&self) -> History {
         History {
-            trap_hits: self.trap_hits,
+            trap_hits: u64::from(self.trap_hits),
             trap_score: self.trap_score,
             request_rate: self.request_rate,
             rate_limited: false,
         }
     }
+}
+
+/// Now in whole seconds of the Unix epoch (what the admin views show).
+fn unix_seconds() -> u32 {
+    let seconds = SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).unwrap_or_default().as_secs();
+    u32::try_from(seconds).unwrap_or(u32::MAX)
+}
+
+fn unix_time(seconds: u32) -> SystemTime {
+    SystemTime::UNIX_EPOCH + Duration::from_secs(u64::from(seconds))
 }
 
 /// ln 2 / half-life: the decay constant per second.
@@ -463,7 +513,7 @@ mod tests {
     fn hits_accumulate_per_client() {
         let states = states(Duration::from_secs(600));
         for _ in 0..20 {
-            states.record_trap_hit(key("192.0.2.1"));
+            states.record_trap_hit(key("192.0.2.1"), "test-agent");
         }
         let history = states.history(key("192.0.2.1"));
         assert_eq!(history.trap_hits, 20);
@@ -581,6 +631,31 @@ mod tests {
         assert!(evictions.load(std::sync::atomic::Ordering::Relaxed) >= 4800);
     }
 
+    /// A client's record in `states`, for the near-cache calls the store's syncer makes.
+    struct RecordOf<'a>(&'a ClientStates, ClientKey);
+
+    impl RecordOf<'_> {
+        fn with<R>(&self, f: impl FnOnce(&mut Record) -> R) -> R {
+            self.0.table.get(self.1, f).expect("the record is remembered")
+        }
+
+        fn take_unsent(&self, even_empty: bool) -> Option<near_cache::Batch> {
+            self.with(|record| record.take_unsent(even_empty))
+        }
+
+        fn apply(&self, view: View, config: &ClientStateConfig) -> bool {
+            self.with(|record| record.apply(view, config))
+        }
+
+        fn restore(&self, delta: near_cache::Delta, resend: bool) -> bool {
+            self.with(|record| record.restore(delta, resend))
+        }
+
+        fn queued(&self) -> bool {
+            self.with(|record| record.shared.as_ref().is_some_and(|shared| shared.queued))
+        }
+    }
+
     /// Records in front of a store that is never connected: the near-cache arithmetic alone.
     fn shared_states() -> ClientStates {
         let config = ClientStateConfig {
@@ -606,12 +681,12 @@ mod tests {
         for _ in 0..3 {
             observe(&states, "192.0.2.1");
         }
-        states.record_trap_hit(client);
+        states.record_trap_hit(client, "test-agent");
         // No answer from the store yet: this replica's own records.
         let local = states.history(client);
         assert_eq!((local.trap_hits, local.request_rate.round()), (1, 3.0));
 
-        let record = states.cache.get(&client).unwrap();
+        let record = RecordOf(&states, client);
         let batch = record.take_unsent(false).unwrap();
         assert_eq!((batch.delta.requests, batch.delta.hits), (3, 1));
         assert_eq!(batch.user_agent.as_deref(), Some("test-agent"));
@@ -619,7 +694,7 @@ mod tests {
         // Sent, not answered: still counted.
         assert_eq!(states.history(client).trap_hits, 1);
         observe(&states, "192.0.2.1");
-        states.record_trap_hit(client);
+        states.record_trap_hit(client, "test-agent");
 
         // The store answers with what every replica sent: 40 hits, one of them this replica's.
         let view = View {
@@ -629,10 +704,7 @@ mod tests {
             rate_limited: true,
             at: Instant::now(),
         };
-        assert!(
-            record.apply(view, &states.config)
-                || record.inner.lock().unwrap().shared.as_ref().unwrap().queued
-        );
+        assert!(record.apply(view, &states.config) || record.queued());
         let shared = states.history(client);
         assert_eq!(shared.trap_hits, 41, "the view and the hit sent since");
         assert!(shared.trap_score > 30.9 && shared.trap_score <= 31.0, "{shared:?}");
@@ -644,8 +716,8 @@ mod tests {
     fn a_store_that_lost_its_data_does_not_release_what_a_replica_knew() {
         let states = shared_states();
         let client = key("192.0.2.3");
-        states.record_trap_hit(client);
-        let record = states.cache.get(&client).unwrap();
+        states.record_trap_hit(client, "test-agent");
+        let record = RecordOf(&states, client);
         let batch = record.take_unsent(false).unwrap();
         let trapped = View {
             trap_hits: 20,
@@ -657,7 +729,7 @@ mod tests {
         record.apply(trapped, &states.config);
         record.restore(batch.delta, false);
         // The store is flushed; the next update's answer holds only what was just sent.
-        states.record_trap_hit(client);
+        states.record_trap_hit(client, "test-agent");
         let _ = record.take_unsent(false).unwrap();
         let flushed = View {
             trap_hits: 1,
@@ -676,8 +748,8 @@ mod tests {
     fn a_failed_update_is_sent_again_unless_it_may_have_landed() {
         let states = shared_states();
         let client = key("192.0.2.2");
-        states.record_trap_hit(client);
-        let record = states.cache.get(&client).unwrap();
+        states.record_trap_hit(client, "test-agent");
+        let record = RecordOf(&states, client);
 
         let batch = record.take_unsent(false).unwrap();
         record.restore(batch.delta, true);
@@ -694,7 +766,7 @@ mod tests {
         let states = states(Duration::from_secs(600));
         for (client, hits) in [("192.0.2.1", 3), ("192.0.2.2", 9), ("192.0.2.3", 1)] {
             for _ in 0..hits {
-                states.record_trap_hit(key(client));
+                states.record_trap_hit(key(client), "test-agent");
             }
         }
         states.observe_request(
@@ -708,5 +780,115 @@ mod tests {
         assert_eq!(keys, ["192.0.2.2", "192.0.2.1"]);
         assert_eq!((top[0].last_user_agent.as_str(), top[0].asn), ("GPTBot/1.2", Some(16509)));
         assert_eq!(states.count_over(2.5), 2, "a little decay has passed since the hits");
+    }
+
+    fn sized(capacity: u64) -> ClientStates {
+        ClientStates::new(
+            ClientStateConfig {
+                capacity,
+                idle_timeout: Duration::from_secs(3600),
+                trap_half_life: Duration::from_secs(600),
+                requests_per_minute: 60,
+                request_burst: 60,
+                store: StoreConfig::default(),
+            },
+            || {},
+        )
+    }
+
+    #[test]
+    fn a_flood_of_one_page_visitors_never_erases_a_trapped_client_or_a_burned_pass() {
+        let states = sized(1000);
+        let crawler = key("2001:db8:1:2::7");
+        let pass = ClientKey::pass(0x5eed);
+        for _ in 0..7 {
+            states.record_trap_hit(crawler, "crawler");
+        }
+        for _ in 0..10 {
+            states.record_trap_hit(pass, "burned");
+        }
+        // 5,000 /64s of one /48, three verdicts each, while the crawler walks on now and then.
+        for network in 0..5_000u32 {
+            let visitor = format!("2001:db8:1:{:x}:{:x}::1", network >> 8 & 0xff, network & 0xff);
+            for _ in 0..3 {
+                observe(&states, &visitor);
+            }
+            if network % 1_000 == 999 {
+                states.record_trap_hit(crawler, "crawler");
+            }
+        }
+        assert!(states.len() <= 1_000, "{} records", states.len());
+        assert_eq!(states.history(crawler).trap_hits, 12);
+        assert_eq!(states.history(pass).trap_hits, 10, "the burned pass is still burned");
+    }
+
+    #[test]
+    fn trapped_clients_cannot_grow_the_table_past_its_capacity() {
+        // A spray of addresses each hitting the trap: the table stays bounded, and the most
+        // recent of them are remembered.
+        let states = sized(300);
+        for i in 0..3_000u32 {
+            states.record_trap_hit(key(&std::net::Ipv4Addr::from(i).to_string()), "spray");
+        }
+        assert!(states.len() <= 300, "{} records", states.len());
+        assert_eq!(states.history(key(&std::net::Ipv4Addr::from(2_999).to_string())).trap_hits, 1);
+    }
+
+    #[test]
+    fn a_client_read_again_outlives_one_page_visitors() {
+        let states = sized(500);
+        let regular = key("198.51.100.7");
+        let start = Instant::now();
+        for i in 0..20_000u32 {
+            let at = start + Duration::from_millis(u64::from(i));
+            if i % 100 == 0 {
+                states.observe_request_at(regular, "reader", &GeoInfo::default(), at);
+            }
+            states.observe_request_at(
+                key(&std::net::Ipv4Addr::from(i).to_string()),
+                "a",
+                &GeoInfo::default(),
+                at,
+            );
+        }
+        let seen = states.history_at(regular, start + Duration::from_secs(20));
+        assert!(seen.request_rate > 1.0, "forgotten: {seen:?}");
+    }
+
+    #[test]
+    fn an_idle_client_is_forgotten() {
+        let states = ClientStates::new(
+            ClientStateConfig {
+                capacity: 100,
+                idle_timeout: Duration::ZERO,
+                trap_half_life: Duration::from_secs(600),
+                requests_per_minute: 60,
+                request_burst: 60,
+                store: StoreConfig::default(),
+            },
+            || {},
+        );
+        states.record_trap_hit(key("192.0.2.5"), "a");
+        assert_eq!(states.history(key("192.0.2.5")).trap_hits, 1);
+        // Idleness is counted in whole seconds: wait for the next one, at most five.
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while states.history(key("192.0.2.5")).trap_hits > 0 {
+            assert!(Instant::now() < deadline, "still remembered");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        assert_eq!(states.len(), 0);
+        assert_eq!(states.record_trap_hit(key("192.0.2.5"), "a").trap_hits, 1, "a new record");
+    }
+
+    #[test]
+    fn a_key_survives_the_trip_through_its_parts() {
+        for text in ["192.0.2.1", "2001:db8::1", "::ffff:192.0.2.1", "10.0.0.7"] {
+            let key = key(text);
+            let (bits, tag) = key.to_parts();
+            assert_eq!(ClientKey::from_parts(bits, tag), key);
+        }
+        let pass = ClientKey::pass(u128::MAX - 1);
+        let (bits, tag) = pass.to_parts();
+        assert_eq!(ClientKey::from_parts(bits, tag), pass);
     }
 }

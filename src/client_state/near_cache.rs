@@ -4,7 +4,9 @@
 
 use std::time::{Duration, Instant};
 
-use super::{ClientStateConfig, History, Inner, RATE_HALF_LIFE, Record, decayed};
+use super::store::Store;
+use super::{At, ClientStateConfig, History, RATE_HALF_LIFE, Record, decayed};
+use crate::client::ClientKey;
 
 /// A record's side of the shared store.
 #[derive(Default)]
@@ -54,15 +56,15 @@ pub(super) struct Batch {
     pub(super) asn_org: Option<String>,
 }
 
-impl Inner {
+impl Record {
     /// The history a verdict uses at `now`: with a store's view, that view decayed plus what
     /// the store has not answered for yet; else this replica's own.
-    pub(super) fn current(&self, now: Instant, config: &ClientStateConfig) -> History {
+    pub(super) fn current(&self, now: At, config: &ClientStateConfig) -> History {
         let Some((shared, view)) = self.shared.as_ref().and_then(|shared| Some((shared, shared.view?)))
         else {
             return self.history();
         };
-        let elapsed = now.saturating_duration_since(view.at).as_secs_f64();
+        let elapsed = now.instant.saturating_duration_since(view.at).as_secs_f64();
         let unsent = shared.unsent.add(shared.in_flight.unwrap_or_default());
         History {
             trap_hits: view.trap_hits + u64::from(unsent.hits),
@@ -71,14 +73,21 @@ impl Inner {
             rate_limited: view.rate_limited,
         }
     }
-}
 
-impl Record {
+    /// Counts `requests` and `hits` to send, and puts the client in `store`'s queue unless it
+    /// is there.
+    pub(super) fn count_unsent(&mut self, requests: u32, hits: u32, store: &Store, key: ClientKey) {
+        let shared = self.shared.get_or_insert_with(Box::default);
+        shared.unsent = shared.unsent.add(Delta { requests, hits });
+        if !shared.queued {
+            shared.queued = store.enqueue(key);
+        }
+    }
+
     /// Whether a verdict should update the shared view first: none yet, or older than
     /// `max_age`, and no update in flight.
     pub(super) fn needs_refresh(&self, max_age: Duration) -> bool {
-        let inner = self.inner.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-        match inner.shared.as_deref() {
+        match self.shared.as_deref() {
             Some(shared) if shared.in_flight.is_some() => false,
             Some(SharedView { view: Some(view), .. }) => view.at.elapsed() > max_age,
             _ => true,
@@ -88,10 +97,8 @@ impl Record {
     /// Moves the unsent requests and hits in flight and returns them to send; `None` when an
     /// update is already in flight, or when nothing is unsent and `even_empty` is false (a
     /// verdict's refresh asks even then: it wants the view).
-    pub(super) fn take_unsent(&self, even_empty: bool) -> Option<Batch> {
-        let mut inner = self.inner.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-        let inner = &mut *inner;
-        let shared = inner.shared.get_or_insert_with(Box::default);
+    pub(super) fn take_unsent(&mut self, even_empty: bool) -> Option<Batch> {
+        let shared = self.shared.get_or_insert_with(Box::default);
         shared.queued = false;
         let empty = shared.unsent.requests == 0 && shared.unsent.hits == 0;
         if shared.in_flight.is_some() || (empty && !even_empty) {
@@ -99,12 +106,14 @@ impl Record {
         }
         let delta = std::mem::take(&mut shared.unsent);
         shared.in_flight = Some(delta);
-        let user_agent = (!inner.last_user_agent.is_empty()).then(|| inner.last_user_agent.clone());
+        // The store keeps a client's agent and network for its admin views, which list trapped
+        // clients only; so does this record.
+        let detail = self.detail.as_deref();
         Some(Batch {
             delta,
-            user_agent,
-            asn: inner.asn,
-            asn_org: inner.asn_org.as_deref().map(str::to_string),
+            user_agent: detail.filter(|d| !d.user_agent.is_empty()).map(|d| d.user_agent.to_string()),
+            asn: detail.and(self.asn()),
+            asn_org: detail.and_then(|d| d.asn_org.as_deref()).map(str::to_string),
         })
     }
 
@@ -115,9 +124,8 @@ impl Record {
     /// last view (decayed) plus what it just sent, unless the store lost its data (FLUSHALL, a
     /// restart without persistence, eviction). Then the larger of the two is kept, so that a
     /// store's loss never releases a client a replica had trapped.
-    pub(super) fn apply(&self, mut view: View, config: &ClientStateConfig) -> bool {
-        let mut inner = self.inner.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-        let shared = inner.shared.get_or_insert_with(Box::default);
+    pub(super) fn apply(&mut self, mut view: View, config: &ClientStateConfig) -> bool {
+        let shared = self.shared.get_or_insert_with(Box::default);
         if let Some(previous) = shared.view {
             let sent = shared.in_flight.unwrap_or_default();
             let elapsed = view.at.saturating_duration_since(previous.at).as_secs_f64();
@@ -136,9 +144,8 @@ impl Record {
 
     /// Ends a failed update: its delta is unsent again when `resend`; true when the record has
     /// something to send and is not queued.
-    pub(super) fn restore(&self, delta: Delta, resend: bool) -> bool {
-        let mut inner = self.inner.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-        let shared = inner.shared.get_or_insert_with(Box::default);
+    pub(super) fn restore(&mut self, delta: Delta, resend: bool) -> bool {
+        let shared = self.shared.get_or_insert_with(Box::default);
         shared.in_flight = None;
         if resend {
             shared.unsent = shared.unsent.add(delta);
@@ -148,12 +155,10 @@ impl Record {
 
     /// Whether requests or hits wait to be sent.
     pub(super) fn has_unsent(&self) -> bool {
-        let inner = self.inner.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-        inner.shared.as_ref().is_some_and(|shared| shared.unsent.requests > 0 || shared.unsent.hits > 0)
+        self.shared.as_ref().is_some_and(|shared| shared.unsent.requests > 0 || shared.unsent.hits > 0)
     }
 
-    pub(super) fn set_queued(&self, queued: bool) {
-        let mut inner = self.inner.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-        inner.shared.get_or_insert_with(Box::default).queued = queued;
+    pub(super) fn set_queued(&mut self, queued: bool) {
+        self.shared.get_or_insert_with(Box::default).queued = queued;
     }
 }

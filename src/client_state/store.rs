@@ -22,7 +22,6 @@ use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use moka::sync::Cache;
 use redis::aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig};
 use redis::cluster::ClusterClientBuilder;
 use redis::cluster_async::ClusterConnection;
@@ -30,8 +29,9 @@ use redis::{Cmd, IntoConnectionInfo, Pipeline, RedisError, RedisFuture, Script, 
 use tokio::sync::{Notify, Semaphore, mpsc};
 
 use super::near_cache::View;
-use super::{ClientSnapshot, Record, decayed};
-use crate::client::{ClientKey, KeyHasher};
+use super::table::Table;
+use super::{ClientSnapshot, decayed};
+use crate::client::ClientKey;
 use crate::observe::metrics::Metrics;
 
 /// Where the shared state lives.
@@ -266,7 +266,7 @@ impl Store {
 
     /// Connects (lazily: a store that is down at start is retried, never waited for) and runs
     /// the syncer until the task is dropped.
-    pub(crate) async fn run(self: Arc<Self>, records: Cache<ClientKey, Arc<Record>, KeyHasher>) {
+    pub(super) async fn run(self: Arc<Self>, records: Arc<Table>) {
         match self.connect() {
             Ok(connection) => {
                 let _ = self.connection.set(connection);
@@ -312,11 +312,7 @@ impl Store {
                 }
                 let store = &*self;
                 let records = &records;
-                let round = keys.drain(..).map(|key| async move {
-                    if let Some(record) = records.get(&key) {
-                        store.sync(key, &record, false).await;
-                    }
-                });
+                let round = keys.drain(..).map(|key| store.sync(key, records, false));
                 futures_util::future::join_all(round).await;
             }
             if interval {
@@ -325,14 +321,14 @@ impl Store {
         }
     }
 
-    /// Sends `record`'s unsent requests and hits and takes the shared history back; nothing
-    /// when an update of it is already in flight, or when nothing is unsent and `even_empty`
-    /// is false.
-    pub(super) async fn sync(&self, key: ClientKey, record: &Record, even_empty: bool) {
+    /// Sends `key`'s unsent requests and hits and takes the shared history back into its
+    /// record in `records`; nothing when an update of it is already in flight, when nothing is
+    /// unsent and `even_empty` is false, or when the record is gone.
+    pub(super) async fn sync(&self, key: ClientKey, records: &Table, even_empty: bool) {
         let Some(connection) = self.connection.get() else {
             return;
         };
-        let Some(batch) = record.take_unsent(even_empty) else {
+        let Some(batch) = records.get(key, |record| record.take_unsent(even_empty)).flatten() else {
             return;
         };
         let client_key = format!("quagmire:{{{key}}}");
@@ -366,8 +362,8 @@ impl Store {
             Ok(view) => {
                 self.succeeded();
                 let hits = batch.delta.hits;
-                if record.apply(view, &self.client) {
-                    self.enqueue_again(key, record);
+                if records.get(key, |record| record.apply(view, &self.client)) == Some(true) {
+                    self.enqueue_again(key, records);
                 }
                 if hits > 0 {
                     let result: Result<i64, RedisError> = self
@@ -389,8 +385,8 @@ impl Store {
                 // twice, so it is dropped. Any other failure means it was not; it is sent again.
                 let resend = !error.is_timeout();
                 self.failed("update", &error);
-                if record.restore(batch.delta, resend) {
-                    self.enqueue_again(key, record);
+                if records.get(key, |record| record.restore(batch.delta, resend)) == Some(true) {
+                    self.enqueue_again(key, records);
                 }
             }
         }
@@ -527,9 +523,9 @@ impl Store {
         result
     }
 
-    fn enqueue_again(&self, key: ClientKey, record: &Record) {
+    fn enqueue_again(&self, key: ClientKey, records: &Table) {
         let queued = self.enqueue(key);
-        record.set_queued(queued);
+        records.get(key, |record| record.set_queued(queued));
     }
 
     /// Trapped clients across every replica, highest trap score first, and how many of them are
@@ -576,7 +572,7 @@ impl Store {
                     let client_key = format!("quagmire:{{{member}}}");
                     let fields: Vec<Option<String>> = redis::cmd("HMGET")
                         .arg(&client_key)
-                        .arg(&["hits", "score", "rate", "updated", "first", "last", "asn", "org"])
+                        .arg(&["hits", "score", "rate", "updated", "first", "updated", "asn", "org"])
                         .query_async(&mut connection)
                         .await?;
                     let agent: Option<String> = redis::cmd("GET")

@@ -6,7 +6,11 @@
 --          kept only for clients with trap hits, the ones /api/trapped lists)
 -- ARGV     requests, trap hits (both since the replica's last update), trap half-life (s),
 --          request-rate half-life (s), requests per minute, idle timeout (ms), user agent,
---          ASN, AS organisation ('' = not known: leave as is), request burst
+--          ASN, AS organisation ('' = not known or not trapped: leave as is; replicas send
+--          them for trapped clients only, the ones the admin views list), request burst
+--
+-- The hash holds hits, score, rate, updated (also the last time seen), tat, first, and for
+-- trapped clients asn and org: each field costs every client its bytes.
 --
 -- Time is Redis's own (TIME), the one clock every replica's updates meet at: replicas' clocks
 -- may disagree, and decay computed on two clocks would drift apart. The arithmetic is the local
@@ -66,8 +70,9 @@ else
 end
 
 redis.call('HSET', KEYS[1], 'hits', total_hits, 'score', tostring(score), 'rate', tostring(rate),
-  'updated', tostring(now), 'tat', tostring(tat), 'last', tostring(now))
+  'updated', tostring(now), 'tat', tostring(tat))
 redis.call('HSETNX', KEYS[1], 'first', tostring(now))
+-- Replicas send the network of trapped clients only: the admin views list no other.
 if ARGV[8] ~= '' then
   redis.call('HSET', KEYS[1], 'asn', ARGV[8], 'org', ARGV[9])
 end

@@ -37,12 +37,13 @@ pub(crate) async fn page(
     // page is served, but no hit is recorded (see `trap_url::is_evidence`).
     if crate::trap::urls::is_evidence(&headers, &host) {
         let client = app.identity.client_address(peer.ip(), &headers);
-        app.clients.record_trap_hit(app.identity.key(client));
+        let user_agent = headers.get(header::USER_AGENT).and_then(|value| value.to_str().ok()).unwrap_or("");
+        app.clients.record_trap_hit(app.identity.key(client), user_agent);
         app.metrics.trap_hit(HitSource::TrapListener);
         // A pass's holder walking the trap: the hit counts against the pass too, wherever it goes.
         let cookies = headers.get_all(header::COOKIE).into_iter().filter_map(|value| value.to_str().ok());
         if let PassCheck::Valid(pass) = app.challenges.pass_in_fields(cookies, SystemTime::now()) {
-            app.clients.record_trap_hit(ClientKey::pass(pass.id));
+            app.clients.record_trap_hit(ClientKey::pass(pass.id), user_agent);
         }
     }
     // The page's bytes as written: they are UTF-8 by construction (whole corpus words and ASCII

@@ -110,7 +110,8 @@ pub fn explain(app: &App, request: ForwardedRequest, trap_hits: u32) -> String {
     if trap_hits > 0 {
         let address = app.identity.client_address(request.peer, &request.headers);
         for _ in 0..trap_hits {
-            app.clients.record_trap_hit(app.identity.key(address));
+            app.clients
+                .record_trap_hit(app.identity.key(address), request.header("user-agent").unwrap_or(""));
         }
     }
     // A crawler claim that needs DNS is verified for real, waiting as long as a verification
