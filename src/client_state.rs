@@ -286,7 +286,7 @@ impl ClientStates {
                     record.note(user_agent, geo);
                 }
                 if let Some(store) = &self.store {
-                    record.count_unsent(1, 0, store, key);
+                    record.count_unsent(1, 0, || store.enqueue(key));
                 }
                 let history = record.current(now, &self.config);
                 History { rate_limited: rate_limited || history.rate_limited, ..history }
@@ -333,7 +333,7 @@ impl ClientStates {
                 record.last_seen = seconds;
                 record.detail.get_or_insert_with(Box::default);
                 if let Some(store) = &self.store {
-                    record.count_unsent(0, 1, store, key);
+                    record.count_unsent(0, 1, || store.enqueue(key));
                 }
                 record.current(now, &self.config)
             },

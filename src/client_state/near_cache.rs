@@ -4,9 +4,7 @@
 
 use std::time::{Duration, Instant};
 
-use super::store::Store;
 use super::{At, ClientStateConfig, History, RATE_HALF_LIFE, Record, decayed};
-use crate::client::ClientKey;
 
 /// A record's side of the shared store.
 #[derive(Default)]
@@ -74,13 +72,13 @@ impl Record {
         }
     }
 
-    /// Counts `requests` and `hits` to send, and puts the client in `store`'s queue unless it
-    /// is there.
-    pub(super) fn count_unsent(&mut self, requests: u32, hits: u32, store: &Store, key: ClientKey) {
+    /// Counts `requests` and `hits` to send, and puts the client in the store's queue with
+    /// `enqueue` (true when it went in) unless it is there.
+    pub(super) fn count_unsent(&mut self, requests: u32, hits: u32, enqueue: impl FnOnce() -> bool) {
         let shared = self.shared.get_or_insert_with(Box::default);
         shared.unsent = shared.unsent.add(Delta { requests, hits });
         if !shared.queued {
-            shared.queued = store.enqueue(key);
+            shared.queued = enqueue();
         }
     }
 

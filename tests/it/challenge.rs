@@ -937,3 +937,80 @@ async fn a_foreign_page_full_of_trap_images_traps_none_of_its_readers() {
     // The collector's own walk of the trap is the only hit on record.
     assert!(hits.iter().all(|line| line.ends_with(" 1") || line.ends_with(" 0")), "{hits:?}");
 }
+
+/// The verdict's status for a page view from `client` (through a trusted proxy) with `cookie`.
+async fn status_of(http: &reqwest::Client, server: &Server, client: &str, cookie: &str) -> u16 {
+    http.get(server.verdict_url())
+        .header("x-forwarded-for", client)
+        .header("x-forwarded-method", "GET")
+        .header("x-forwarded-proto", "https")
+        .header("x-forwarded-host", "site.example")
+        .header("x-forwarded-uri", "/docs")
+        .header("user-agent", FIREFOX_UA)
+        .header("accept", "text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8")
+        .header("accept-language", "en-US,en;q=0.5")
+        .header("sec-fetch-site", "none")
+        .header("sec-fetch-mode", "navigate")
+        .header("sec-fetch-dest", "document")
+        .header("cookie", cookie)
+        .send()
+        .await
+        .unwrap()
+        .status()
+        .as_u16()
+}
+
+#[tokio::test]
+async fn a_flood_of_fresh_networks_neither_untraps_a_crawler_nor_revives_a_burned_pass() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = write_file(dir.path(), "small.kdl", "clients {\n    capacity 1000\n}\n");
+    let server = Server::start(&["--config", &config]);
+    let http = reqwest::Client::new();
+    let walk = |client: &'static str, cookie: String, page: u32| {
+        let request = http
+            .get(server.trap_url(&format!("/walk/{page}")))
+            .header("host", "site.example")
+            .header("x-forwarded-for", client)
+            .header("cookie", cookie);
+        async move { assert_eq!(request.send().await.unwrap().status(), 200) }
+    };
+    // A crawler with seven trap hits, and a pass burned by walking the trap from another address.
+    let crawler = "2001:db8:1:ffff::7";
+    for page in 0..7 {
+        walk(crawler, String::new(), page).await;
+    }
+    let burned = pass_cookie(SECRET, 31, now(), now() + 3600);
+    assert_eq!(status_of(&http, &server, "198.51.100.9", &burned).await, 200, "a good pass first");
+    for page in 0..2 {
+        walk("198.51.100.10", burned.clone(), 100 + page).await;
+    }
+    assert_eq!(status_of(&http, &server, crawler, "").await, 403);
+    assert_eq!(status_of(&http, &server, "198.51.100.11", &burned).await, 403);
+
+    // 5,000 /64s of one /48, three page views each, while the crawler walks on.
+    use futures_util::StreamExt;
+    let visitors = (0..5_000u32).flat_map(|n| {
+        let visitor = format!("2001:db8:1:{n:x}::1");
+        [visitor.clone(), visitor.clone(), visitor]
+    });
+    let views = futures_util::stream::iter(visitors)
+        .map(|visitor| {
+            let http = &http;
+            let server = &server;
+            async move { status_of(http, server, &visitor, "").await }
+        })
+        .buffer_unordered(16);
+    let allowed = views.filter(|status| std::future::ready(*status == 200)).count().await;
+    assert!(allowed > 14_000, "the visitors are people: {allowed} of 15,000 allowed");
+    walk(crawler, String::new(), 7).await;
+
+    assert_eq!(status_of(&http, &server, crawler, "").await, 403, "the crawler is still trapped");
+    assert_eq!(status_of(&http, &server, "198.51.100.12", &burned).await, 403, "the pass is still burned");
+    let metrics =
+        reqwest::get(format!("http://{}/metrics", server.verdict)).await.unwrap().text().await.unwrap();
+    let evicted = metrics
+        .lines()
+        .find_map(|line| line.strip_prefix("quagmire_client_cache_evictions_total "))
+        .and_then(|count| count.parse::<u64>().ok());
+    assert!(evicted.is_some_and(|count| count >= 4_000), "the table stayed small: {evicted:?}");
+}
