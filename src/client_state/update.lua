@@ -9,8 +9,9 @@
 --          ASN, AS organisation ('' = not known or not trapped: leave as is; replicas send
 --          them for trapped clients only, the ones the admin views list), request burst
 --
--- The hash holds hits, score, rate, updated (also the last time seen), tat, first, and for
--- trapped clients asn and org: each field costs every client its bytes.
+-- The hash holds hits, score, rate, updated (also the last time seen), tat, and for trapped
+-- clients first (seen in the store since its first trap hit), asn and org: each field costs
+-- every client its bytes.
 --
 -- Time is Redis's own (TIME), the one clock every replica's updates meet at: replicas' clocks
 -- may disagree, and decay computed on two clocks would drift apart. The arithmetic is the local
@@ -69,9 +70,16 @@ else
   limited = tat + interval - now > window + 1e-9
 end
 
-redis.call('HSET', KEYS[1], 'hits', total_hits, 'score', tostring(score), 'rate', tostring(rate),
-  'updated', tostring(now), 'tat', tostring(tat))
-redis.call('HSETNX', KEYS[1], 'first', tostring(now))
+-- Stored with the digits they need (nine for a score or a rate, milliseconds for a time), not
+-- Lua's fourteen: a spray of a million clients is a million of these hashes.
+local function digits(x) return string.format('%.9g', x) end
+local function time_of(x) return string.format('%.3f', x) end
+redis.call('HSET', KEYS[1], 'hits', total_hits, 'score', digits(score), 'rate', digits(rate),
+  'updated', time_of(now), 'tat', time_of(tat))
+-- When the client was first seen matters to the admin views, which list trapped clients only.
+if total_hits > 0 then
+  redis.call('HSETNX', KEYS[1], 'first', time_of(now))
+end
 -- Replicas send the network of trapped clients only: the admin views list no other.
 if ARGV[8] ~= '' then
   redis.call('HSET', KEYS[1], 'asn', ARGV[8], 'org', ARGV[9])
