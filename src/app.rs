@@ -168,7 +168,8 @@ impl App {
             ClientIdentity::new(verdict.trusted_proxies.clone(), verdict.ipv4_prefix, verdict.ipv6_prefix);
         let metrics = Arc::new(Metrics::new());
         let evictions = metrics.clone();
-        let mut clients = ClientStates::new(config.clients.clone(), move || evictions.evicted());
+        let mut clients = ClientStates::new(config.clients.clone(), move || evictions.evicted())
+            .keep_trapped_for(config.challenge.pass_lifetime);
         if config.clients.store.is_configured() {
             let store = Store::new(config.clients.store.clone(), config.clients.clone(), metrics.clone());
             clients = clients.with_store(store);

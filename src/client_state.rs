@@ -183,6 +183,13 @@ impl ClientStates {
         ClientStates { table, trapped, config, quota, store: None }
     }
 
+    /// Records with trap hits kept for at least `at_least` without a request (a pass's
+    /// lifetime: a burned pass left idle must not be forgotten, and so work again, while valid).
+    pub(crate) fn keep_trapped_for(mut self, at_least: Duration) -> Self {
+        Arc::get_mut(&mut self.table).expect("called as the records are made").keep_trapped_for(at_least);
+        self
+    }
+
     /// These records as the near cache of `store` (which [`ClientStates::run_store`] connects).
     pub(crate) fn with_store(mut self, store: Store) -> Self {
         self.store = Some(Arc::new(store));
@@ -878,6 +885,33 @@ mod tests {
         }
         assert_eq!(states.len(), 0);
         assert_eq!(states.record_trap_hit(key("192.0.2.5"), "a").trap_hits, 1, "a new record");
+    }
+
+    #[test]
+    fn a_trapped_client_outlives_the_idle_time_of_others() {
+        // A burned pass is trap hits on its record: forgotten after a day idle, it would be a
+        // good pass again for the rest of its week.
+        let states = ClientStates::new(
+            ClientStateConfig {
+                capacity: 100,
+                idle_timeout: Duration::ZERO,
+                trap_half_life: Duration::from_secs(600),
+                requests_per_minute: 60,
+                request_burst: 60,
+                store: StoreConfig::default(),
+            },
+            || {},
+        )
+        .keep_trapped_for(Duration::from_secs(3600));
+        let burned = ClientKey::pass(7);
+        states.record_trap_hit(burned, "a");
+        observe(&states, "192.0.2.6");
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while states.history(key("192.0.2.6")).request_rate > 0.0 {
+            assert!(Instant::now() < deadline, "the visitor is still remembered");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        assert_eq!(states.history(burned).trap_hits, 1, "the trapped record is kept");
     }
 
     #[test]

@@ -61,6 +61,8 @@ pub(super) struct Table {
     clock: Clock,
     /// Seconds without a read after which a record is forgotten.
     idle: u32,
+    /// The same for a record with trap hits: at least `idle`.
+    kept_idle: u32,
     on_evict: Box<dyn Fn() + Send + Sync>,
 }
 
@@ -117,13 +119,25 @@ impl Table {
             hasher: KeyHasher::default(),
             clock: Clock::new(),
             idle: u32::try_from(idle.as_secs()).unwrap_or(u32::MAX),
+            kept_idle: u32::try_from(idle.as_secs()).unwrap_or(u32::MAX),
             on_evict: Box::new(on_evict),
         }
+    }
+
+    /// Records with trap hits are forgotten only after `at_least` without a read (or the
+    /// table's idle time, if longer): a burned pass must stay burned for as long as it is valid.
+    pub(super) fn keep_trapped_for(&mut self, at_least: Duration) {
+        self.kept_idle = self.idle.max(u32::try_from(at_least.as_secs()).unwrap_or(u32::MAX));
     }
 
     /// The table's clock, which the records' times are kept in.
     pub(super) fn clock(&self) -> Clock {
         self.clock
+    }
+
+    /// Seconds of idleness after which `record` is forgotten.
+    fn idle_of(&self, record: &Record) -> u32 {
+        if record.kept() { self.kept_idle } else { self.idle }
     }
 
     fn hash(&self, key: &ClientKey) -> u64 {
@@ -145,7 +159,7 @@ impl Table {
         let shard = &mut *guard;
         let at = *shard.index.find(hash, |&i| shard.slots[i as usize].key() == key)? as usize;
         let slot = &mut shard.slots[at];
-        if slot.idle(now, self.idle) {
+        if slot.idle(now, self.idle_of(&slot.record)) {
             return None;
         }
         Some(shard.run(at, now, f))
@@ -165,7 +179,7 @@ impl Table {
         let shard = &mut *guard;
         if let Some(&at) = shard.index.find(hash, |&i| shard.slots[i as usize].key() == key) {
             let at = at as usize;
-            if shard.slots[at].idle(now, self.idle) {
+            if shard.slots[at].idle(now, self.idle_of(&shard.slots[at].record)) {
                 // Forgotten: the client starts again, in the same slot.
                 (self.on_evict)();
                 shard.replace(at, make());
@@ -179,7 +193,7 @@ impl Table {
             shard.slots.push(slot);
             shard.slots.len() - 1
         } else {
-            let victim = shard.victim(now, self.idle);
+            let victim = shard.victim(now, self.idle, self.kept_idle);
             let old = self.hash(&shard.slots[victim].key());
             if let Ok(entry) = shard.index.find_entry(old, |&i| i as usize == victim) {
                 entry.remove();
@@ -205,7 +219,7 @@ impl Table {
                 shard
                     .slots
                     .iter()
-                    .filter(|slot| !slot.idle(now, self.idle) && which(&slot.record))
+                    .filter(|slot| !slot.idle(now, self.idle_of(&slot.record)) && which(&slot.record))
                     .map(Slot::key),
             );
         }
@@ -219,7 +233,7 @@ impl Table {
             .iter()
             .map(|shard| {
                 let shard = shard.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-                shard.slots.iter().filter(|slot| !slot.idle(now, self.idle)).count() as u64
+                shard.slots.iter().filter(|slot| !slot.idle(now, self.idle_of(&slot.record))).count() as u64
             })
             .sum()
     }
@@ -248,7 +262,7 @@ impl Shard {
 
     /// The slot to give a new record: the first idle one the hand reaches, or the first with no
     /// rounds left, passing over records with trap hits while they hold at most half the shard.
-    fn victim(&mut self, now: u32, idle: u32) -> usize {
+    fn victim(&mut self, now: u32, idle: u32, kept_idle: u32) -> usize {
         let len = self.slots.len();
         let pass_kept = self.kept * 2 <= len;
         // With at least half the slots not kept, every one of them has no rounds left after
@@ -257,7 +271,7 @@ impl Shard {
             let at = self.hand;
             self.hand = (self.hand + 1) % len;
             let slot = &mut self.slots[at];
-            if slot.idle(now, idle) {
+            if slot.idle(now, if slot.record.kept() { kept_idle } else { idle }) {
                 return at;
             }
             if pass_kept && slot.record.kept() {
