@@ -171,7 +171,8 @@ impl App {
         let mut clients = ClientStates::new(config.clients.clone(), move || evictions.evicted())
             .keep_trapped_for(config.challenge.pass_lifetime);
         if config.clients.store.is_configured() {
-            let store = Store::new(config.clients.store.clone(), config.clients.clone(), metrics.clone());
+            let store = Store::new(config.clients.store.clone(), config.clients.clone(), metrics.clone())
+                .keep_trapped_for(config.challenge.pass_lifetime);
             clients = clients.with_store(store);
         }
         let crawlers = Crawlers::new(&config.dns, metrics.clone());

@@ -133,6 +133,9 @@ const DOWN: u8 = 2;
 pub(crate) struct Store {
     config: StoreConfig,
     client: super::ClientStateConfig,
+    /// How long a trapped client's shared record outlives its last request (at least the idle
+    /// timeout): a burned pass stays burned while it is valid.
+    kept_idle: Duration,
     connection: OnceLock<Connection>,
     update: Script,
     trapped: Script,
@@ -212,12 +215,19 @@ impl ConnectionLike for Connection {
 }
 
 impl Store {
+    /// Trapped clients' shared records kept for at least `at_least` after their last request.
+    pub(crate) fn keep_trapped_for(mut self, at_least: Duration) -> Store {
+        self.kept_idle = at_least;
+        self
+    }
+
     /// A store not yet connected; [`Store::run`] connects and sends.
     pub(crate) fn new(config: StoreConfig, client: super::ClientStateConfig, metrics: Arc<Metrics>) -> Store {
         let (queue, queued) = mpsc::channel(QUEUE);
         let (hits, urgent) = mpsc::channel(QUEUE);
         Store {
             config,
+            kept_idle: client.idle_timeout,
             client,
             connection: OnceLock::new(),
             update: Script::new(include_str!("update.lua")),
@@ -345,7 +355,8 @@ impl Store {
             .arg(batch.user_agent.as_deref().unwrap_or(""))
             .arg(batch.asn.map(|asn| asn.to_string()).unwrap_or_default())
             .arg(batch.asn_org.as_deref().unwrap_or(""))
-            .arg(self.client.request_burst.max(1));
+            .arg(self.client.request_burst.max(1))
+            .arg(duration_ms(self.kept_idle.max(self.client.idle_timeout)));
         let mut connection = connection.clone();
         let result: Result<(u64, String, String, u8), RedisError> =
             invocation.invoke_async(&mut connection).await;

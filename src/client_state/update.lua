@@ -7,7 +7,8 @@
 -- ARGV     requests, trap hits (both since the replica's last update), trap half-life (s),
 --          request-rate half-life (s), requests per minute, idle timeout (ms), user agent,
 --          ASN, AS organisation ('' = not known or not trapped: leave as is; replicas send
---          them for trapped clients only, the ones the admin views list), request burst
+--          them for trapped clients only, the ones the admin views list), request burst, how
+--          long a trapped client's record outlives its last update (ms: a pass's lifetime)
 --
 -- The hash holds hits, score, rate, updated (also the last time seen), tat, and for trapped
 -- clients first (seen in the store since its first trap hit), asn and org: each field costs
@@ -29,6 +30,7 @@ local rate_half_life = tonumber(ARGV[4])
 local per_minute = tonumber(ARGV[5])
 local idle_ms = tonumber(ARGV[6])
 local burst = tonumber(ARGV[10])
+local kept_ms = tonumber(ARGV[11]) or idle_ms
 
 local time = redis.call('TIME')
 local now = tonumber(time[1]) + tonumber(time[2]) / 1000000
@@ -83,6 +85,10 @@ end
 -- Replicas send the network of trapped clients only: the admin views list no other.
 if ARGV[8] ~= '' then
   redis.call('HSET', KEYS[1], 'asn', ARGV[8], 'org', ARGV[9])
+end
+-- A trapped client (a burned pass among them) is kept for as long as a pass is valid.
+if total_hits > 0 and kept_ms > idle_ms then
+  idle_ms = kept_ms
 end
 redis.call('PEXPIRE', KEYS[1], idle_ms)
 if total_hits > 0 then

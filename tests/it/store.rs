@@ -781,3 +781,22 @@ async fn unanswered_challenges_are_counted_across_replicas_and_an_answer_on_eith
         "five challenges unanswered across two replicas, and B (which showed two) does not trap"
     );
 }
+
+#[tokio::test]
+async fn a_trapped_clients_shared_record_lasts_as_long_as_a_pass_and_a_visitors_as_long_as_the_idle_time() {
+    let Some(redis) = Redis::start() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    // A day is the default idle time and a week a pass's: an hour and two hours here.
+    let extra = format!("{PATIENT}\n    idle-timeout-seconds 3600\n}}\nchallenge {{\n    pass-hours 2");
+    let server = replica(dir.path(), "a", &[redis.url()], &extra);
+    walk_trap(&server, "192.0.2.81", 3).await;
+    page_view(&server, "192.0.2.82").await;
+    let ttl = |key: &str| cli(redis.port, &["PTTL", key]).trim().parse::<i64>().unwrap_or(-2);
+    eventually("both clients are in the store", || async {
+        ttl("quagmire:{192.0.2.81}") > 0 && ttl("quagmire:{192.0.2.82}") > 0
+    })
+    .await;
+    let (trapped, visitor) = (ttl("quagmire:{192.0.2.81}"), ttl("quagmire:{192.0.2.82}"));
+    assert!(trapped > 3_600_000 && trapped <= 7_200_000, "the trapped client's: {trapped} ms");
+    assert!(visitor > 0 && visitor <= 3_600_000, "the visitor's: {visitor} ms");
+}
