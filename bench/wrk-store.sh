@@ -7,7 +7,7 @@
 # executed (those calls plus the commands each update script runs inside Redis).
 #
 # Then a spray: SPRAY_SECONDS (default 60) of verdicts from clients never seen before
-# (bench/spray.lua) through the store replica, and Redis's memory per client (used_memory before
+# (bench/clients.lua over 16,777,216 addresses, each once) through the store replica, and Redis's memory per client (used_memory before
 # and after, over the clients added).
 #
 # Needs wrk and redis-server (apt-get install wrk redis-server).
@@ -67,7 +67,7 @@ keys() { redis-cli -p "$redis_port" dbsize; }
 sleep 1
 before_memory=$(memory)
 before=$(commands); before_calls=$(calls)
-wrk -t1 -c"$connections" -d"${spray_seconds}s" --latency -s bench/spray.lua http://127.0.0.1:18452 |
+wrk -t1 -c"$connections" -d"${spray_seconds}s" --latency -s bench/clients.lua http://127.0.0.1:18452 -- 16777216 |
   awk '/Requests\/sec/ {print "spray: " $2 " verdicts/s"} /^ +99%/ {print "spray p99: " $2} / requests in / {print "spray: " $1 " verdicts"}'
 sleep 2 # the last round of updates
 after=$(commands); after_calls=$(calls)

@@ -789,11 +789,16 @@ mod tests {
         assert_eq!(states.count_over(2.5), 2, "a little decay has passed since the hits");
     }
 
+    /// Room for `capacity` clients, a minute's quota of 60 and an hour's idle time.
     fn sized(capacity: u64) -> ClientStates {
+        sized_idle(capacity, Duration::from_secs(3600))
+    }
+
+    fn sized_idle(capacity: u64, idle_timeout: Duration) -> ClientStates {
         ClientStates::new(
             ClientStateConfig {
                 capacity,
-                idle_timeout: Duration::from_secs(3600),
+                idle_timeout,
                 trap_half_life: Duration::from_secs(600),
                 requests_per_minute: 60,
                 request_burst: 60,
@@ -864,17 +869,7 @@ mod tests {
 
     #[test]
     fn an_idle_client_is_forgotten() {
-        let states = ClientStates::new(
-            ClientStateConfig {
-                capacity: 100,
-                idle_timeout: Duration::ZERO,
-                trap_half_life: Duration::from_secs(600),
-                requests_per_minute: 60,
-                request_burst: 60,
-                store: StoreConfig::default(),
-            },
-            || {},
-        );
+        let states = sized_idle(100, Duration::ZERO);
         states.record_trap_hit(key("192.0.2.5"), "a");
         assert_eq!(states.history(key("192.0.2.5")).trap_hits, 1);
         // Idleness is counted in whole seconds: wait for the next one, at most five.
@@ -891,18 +886,7 @@ mod tests {
     fn a_trapped_client_outlives_the_idle_time_of_others() {
         // A burned pass is trap hits on its record: forgotten after a day idle, it would be a
         // good pass again for the rest of its week.
-        let states = ClientStates::new(
-            ClientStateConfig {
-                capacity: 100,
-                idle_timeout: Duration::ZERO,
-                trap_half_life: Duration::from_secs(600),
-                requests_per_minute: 60,
-                request_burst: 60,
-                store: StoreConfig::default(),
-            },
-            || {},
-        )
-        .keep_trapped_for(Duration::from_secs(3600));
+        let states = sized_idle(100, Duration::ZERO).keep_trapped_for(Duration::from_secs(3600));
         let burned = ClientKey::pass(7);
         states.record_trap_hit(burned, "a");
         observe(&states, "192.0.2.6");
