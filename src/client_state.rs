@@ -236,7 +236,8 @@ impl ClientStates {
         if !store.usable() {
             return None;
         }
-        if !self.table.get(key, |record| record.needs_refresh(config.sync * 2))? {
+        // The verdict's own request has been counted: these looks are not the client's.
+        if !self.table.peek(key, |record| record.needs_refresh(config.sync * 2))? {
             return None;
         }
         let permit = store.refresh_permit()?;
@@ -251,7 +252,7 @@ impl ClientStates {
         };
         let _ = tokio::time::timeout(wait, updating).await;
         let now = self.at(Instant::now());
-        let history = self.table.get(key, |record| {
+        let history = self.table.peek(key, |record| {
             record.decay(now.ticks, &self.config);
             record.current(now, &self.config)
         })?;
@@ -307,7 +308,7 @@ impl ClientStates {
         let now = self.at(Instant::now());
         let mut count = 0;
         for (key, ()) in self.trapped.iter() {
-            let over = self.table.get(*key, |record| {
+            let over = self.table.peek(*key, |record| {
                 record.decay(now.ticks, &self.config);
                 record.trap_score >= threshold
             });
@@ -318,14 +319,16 @@ impl ClientStates {
 
     /// Records a trap hit for `key`, made with `user_agent`.
     pub(crate) fn record_trap_hit(&self, key: ClientKey, user_agent: &str) -> History {
-        let history = self.record_trap_hit_at(key, Instant::now());
-        self.table.get(key, |record| record.note(user_agent, &GeoInfo::default()));
-        history
+        self.trap_hit(key, Instant::now(), user_agent)
     }
 
     /// A trap hit for `key` at `now` (see `observe_request_at`); the user agent is the one its
     /// next request brings.
     pub(crate) fn record_trap_hit_at(&self, key: ClientKey, now: Instant) -> History {
+        self.trap_hit(key, now, "")
+    }
+
+    fn trap_hit(&self, key: ClientKey, now: Instant, user_agent: &str) -> History {
         let now = self.at(now);
         let seconds = unix_seconds();
         // Inserted on every hit, so that the views' index keeps the most recently trapped.
@@ -338,7 +341,7 @@ impl ClientStates {
                 record.trap_hits = record.trap_hits.saturating_add(1);
                 record.trap_score += 1.0;
                 record.last_seen = seconds;
-                record.detail.get_or_insert_with(Box::default);
+                record.note(user_agent, &GeoInfo::default());
                 if let Some(store) = &self.store {
                     record.count_unsent(0, 1, || store.enqueue(key));
                 }
@@ -383,7 +386,7 @@ impl ClientStates {
             .iter()
             .filter_map(|(key, ())| {
                 self.table
-                    .get(*key, |record| {
+                    .peek(*key, |record| {
                         record.decay(now.ticks, &self.config);
                         let detail = record.detail.as_deref();
                         (record.trap_hits > 0).then(|| ClientSnapshot {
@@ -428,7 +431,7 @@ impl Record {
 
     /// Whether an eviction should keep this record over one-page visitors: it has trap hits
     /// (a crawler in the trap, a burned pass).
-    pub(crate) fn kept(&self) -> bool {
+    fn kept(&self) -> bool {
         self.trap_hits > 0
     }
 
@@ -643,7 +646,7 @@ mod tests {
 
     impl RecordOf<'_> {
         fn with<R>(&self, f: impl FnOnce(&mut Record) -> R) -> R {
-            self.0.table.get(self.1, f).expect("the record is remembered")
+            self.0.table.peek(self.1, f).expect("the record is remembered")
         }
 
         fn take_unsent(&self, even_empty: bool) -> Option<near_cache::Batch> {

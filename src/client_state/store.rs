@@ -338,7 +338,7 @@ impl Store {
         let Some(connection) = self.connection.get() else {
             return;
         };
-        let Some(batch) = records.get(key, |record| record.take_unsent(even_empty)).flatten() else {
+        let Some(batch) = records.peek(key, |record| record.take_unsent(even_empty)).flatten() else {
             return;
         };
         let client_key = format!("quagmire:{{{key}}}");
@@ -373,7 +373,7 @@ impl Store {
             Ok(view) => {
                 self.succeeded();
                 let hits = batch.delta.hits;
-                if records.get(key, |record| record.apply(view, &self.client)) == Some(true) {
+                if records.peek(key, |record| record.apply(view, &self.client)) == Some(true) {
                     self.enqueue_again(key, records);
                 }
                 if hits > 0 {
@@ -396,7 +396,7 @@ impl Store {
                 // twice, so it is dropped. Any other failure means it was not; it is sent again.
                 let resend = !error.is_timeout();
                 self.failed("update", &error);
-                if records.get(key, |record| record.restore(batch.delta, resend)) == Some(true) {
+                if records.peek(key, |record| record.restore(batch.delta, resend)) == Some(true) {
                     self.enqueue_again(key, records);
                 }
             }
@@ -536,7 +536,7 @@ impl Store {
 
     fn enqueue_again(&self, key: ClientKey, records: &Table) {
         let queued = self.enqueue(key);
-        records.get(key, |record| record.set_queued(queued));
+        records.peek(key, |record| record.set_queued(queued));
     }
 
     /// Trapped clients across every replica, highest trap score first, and how many of them are

@@ -96,6 +96,12 @@ impl Slot {
     fn idle(&self, now: u32, idle: u32) -> bool {
         now.saturating_sub(self.touched) > idle
     }
+
+    /// A request of the client's at `now`: it is not idle, and has another round.
+    fn read(&mut self, now: u32) {
+        self.touched = now;
+        self.clock = (self.clock + 1).min(MAX_CLOCK);
+    }
 }
 
 impl Table {
@@ -151,8 +157,20 @@ impl Table {
         shard.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
-    /// Runs `f` on `key`'s record, if it is remembered (a read: it keeps the record).
+    /// Runs `f` on `key`'s record, if it is remembered, for a request of the client's: the read
+    /// counts for the record's idleness and its rounds against eviction.
     pub(super) fn get<R>(&self, key: ClientKey, f: impl FnOnce(&mut Record) -> R) -> Option<R> {
+        self.find(key, true, f)
+    }
+
+    /// [`Table::get`] for work that is not the client's (the store's syncer, the admin views, a
+    /// verdict's second look): the record is neither kept longer nor given another round, so a
+    /// scrape every few seconds cannot keep every trapped client alive.
+    pub(super) fn peek<R>(&self, key: ClientKey, f: impl FnOnce(&mut Record) -> R) -> Option<R> {
+        self.find(key, false, f)
+    }
+
+    fn find<R>(&self, key: ClientKey, read: bool, f: impl FnOnce(&mut Record) -> R) -> Option<R> {
         let hash = self.hash(&key);
         let now = self.clock.seconds(Instant::now());
         let mut guard = self.shard(hash);
@@ -162,7 +180,10 @@ impl Table {
         if slot.idle(now, self.idle_of(&slot.record)) {
             return None;
         }
-        Some(shard.run(at, now, f))
+        if read {
+            slot.read(now);
+        }
+        Some(shard.run(at, f))
     }
 
     /// Runs `f` on `key`'s record, made by `make` if it is not remembered; a full shard makes
@@ -179,13 +200,16 @@ impl Table {
         let shard = &mut *guard;
         if let Some(&at) = shard.index.find(hash, |&i| shard.slots[i as usize].key() == key) {
             let at = at as usize;
-            if shard.slots[at].idle(now, self.idle_of(&shard.slots[at].record)) {
-                // Forgotten: the client starts again, in the same slot.
+            let slot = &mut shard.slots[at];
+            if slot.idle(now, self.idle_of(&slot.record)) {
+                // Forgotten: the client starts again, in the same slot, with no rounds.
                 (self.on_evict)();
+                (slot.clock, slot.touched) = (0, now);
                 shard.replace(at, make());
-                shard.slots[at].clock = 0;
+            } else {
+                slot.read(now);
             }
-            return shard.run(at, now, f);
+            return shard.run(at, f);
         }
         let (bits, tag) = key.to_parts();
         let slot = Slot { bits, tag, clock: 0, touched: now, record: make() };
@@ -206,7 +230,8 @@ impl Table {
         shard.kept += usize::from(shard.slots[at].record.kept());
         let Shard { index, slots, .. } = shard;
         index.insert_unique(hash, at as u32, |&i| self.hash(&slots[i as usize].key()));
-        shard.run(at, now, f)
+        // A new record has no rounds: a one-page visitor is the first the hand takes.
+        shard.run(at, f)
     }
 
     /// The keys of the records for which `which` holds (a walk of every shard, one at a time).
@@ -240,11 +265,9 @@ impl Table {
 }
 
 impl Shard {
-    /// Runs `f` on the record in slot `at`, read at `now`, keeping the count of kept records.
-    fn run<R>(&mut self, at: usize, now: u32, f: impl FnOnce(&mut Record) -> R) -> R {
+    /// Runs `f` on the record in slot `at`, keeping the count of kept records.
+    fn run<R>(&mut self, at: usize, f: impl FnOnce(&mut Record) -> R) -> R {
         let slot = &mut self.slots[at];
-        slot.touched = now;
-        slot.clock = (slot.clock + 1).min(MAX_CLOCK);
         let was = slot.record.kept();
         let result = f(&mut slot.record);
         let is = slot.record.kept();
@@ -283,5 +306,47 @@ impl Shard {
             slot.clock -= 1;
         }
         self.hand
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn key(text: &str) -> ClientKey {
+        crate::client::ClientIdentity::new(vec![], 32, 64).key(text.parse().unwrap())
+    }
+
+    #[test]
+    fn a_peek_neither_keeps_a_record_nor_gives_it_a_round() {
+        // The admin views and the store's syncer peek: were that a read, a scrape every few
+        // seconds would keep every trapped client remembered for ever.
+        let table = Table::new(10, Duration::ZERO, || {});
+        let client = key("192.0.2.1");
+        table.get_or_insert(client, || Record::new(0, 0), |_| ());
+        let deadline = Instant::now() + Duration::from_secs(5);
+        // Idleness is counted in whole seconds: forgotten at the next one, at most five.
+        while table.peek(client, |_| ()).is_some() {
+            assert!(Instant::now() < deadline, "peeking keeps it");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    #[test]
+    fn the_hand_takes_a_record_no_request_read_again_and_spares_one_read() {
+        let table = Table::new(3, Duration::from_secs(3600), || {});
+        let (peeked, read, fresh) = (key("192.0.2.1"), key("192.0.2.2"), key("192.0.2.3"));
+        for client in [peeked, read, fresh] {
+            table.get_or_insert(client, || Record::new(0, 0), |_| ());
+        }
+        for _ in 0..3 {
+            table.peek(peeked, |_| ());
+        }
+        table.get(read, |_| ());
+        // Full: the newcomer takes the first slot with no rounds left. The peeked record has none
+        // (a peek is not the client's request), the read one has one.
+        table.get_or_insert(key("192.0.2.4"), || Record::new(0, 0), |_| ());
+        let remembered = |client| table.peek(client, |_| ()).is_some();
+        assert_eq!([remembered(peeked), remembered(read), remembered(fresh)], [false, true, true]);
     }
 }
